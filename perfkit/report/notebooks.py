@@ -32,27 +32,46 @@ class ReportError(PerfkitError):
 
 
 def locate_notebook(notebook: str | os.PathLike[str] = DEFAULT_NOTEBOOK) -> Path:
-    """The notebook file for a name (``00_start_here``, ``00_start_here.ipynb``) or a path.
+    """The notebook file for a name (``00_start_here``, ``00_start_here.ipynb``), a part of
+    one guided notebook's name that no other shares (``05``, ``memory``), or a path.
 
     Raises
     ------
     ReportError
-        No such notebook; the message lists the guided notebooks available.
+        No such notebook, or a part several names share; the message lists the guided
+        notebooks available.
     """
     given = Path(notebook).expanduser()
     candidates = [given] if given.suffix == ".ipynb" else []
+    names = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb") if p.stem != "dashboard")
     if len(given.parts) == 1:
         stem = given.name[:-6] if given.name.endswith(".ipynb") else given.name
         candidates.append(NOTEBOOK_DIR / f"{stem}.ipynb")
+        candidates += [NOTEBOOK_DIR / f"{n}.ipynb" for n in _named_by_part(stem, names)]
     for path in candidates:
         if path.is_file():
             return path
-    names = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb") if p.stem != "dashboard")
+    shared = _named_by_part(str(notebook), names, unique=False)
+    if len(shared) > 1:
+        raise ReportError(f"notebook {notebook!r} could be any of {', '.join(shared)}: "
+                          "give more of its name")
     known = (f"the guided notebooks in {NOTEBOOK_DIR} are: {', '.join(names)}" if names else
              f"no notebooks found in {NOTEBOOK_DIR} (this perfkit installation lacks its "
              "notebooks; reinstall it from its wheel, or with 'pip install -e .' in a "
              "checkout)")
     raise ReportError(f"notebook not found: {notebook}; {known}")
+
+
+def _named_by_part(part: str, names: list[str], unique: bool = True) -> list[str]:
+    """The names that start with ``part`` (``05``) or hold it as a word after the number
+    (``memory`` in ``05_memory``); with ``unique``, only when exactly one does."""
+    low = part.strip().lower()
+    if not low:
+        return []
+    found = [n for n in names if n.lower().startswith(low)
+             or low in n.lower().split("_", 1)[-1].split("_")
+             or n.lower().split("_", 1)[-1].startswith(low)]
+    return found if not unique or len(found) == 1 else []
 
 
 def parameters_index(nb: Any) -> int | None:

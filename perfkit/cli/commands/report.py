@@ -45,8 +45,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                           help="HTML file to write (default report.html; replaced if it "
                                "exists; its folder must exist)")
     report_p.add_argument("--notebook", default=DEFAULT_NOTEBOOK, metavar="NAME",
-                          help=f"guided notebook name or .ipynb path (default "
-                               f"{DEFAULT_NOTEBOOK})")
+                          help=f"guided notebook: its name, a part only it has (05, "
+                               f"memory) or an .ipynb path (default {DEFAULT_NOTEBOOK})")
     report_p.add_argument("--run", type=run_id, default=None, metavar="ID", dest="run_id",
                           help="one of the separate runs a folder holds (an id or a name; "
                                "the notebook's RUN parameter)")
