@@ -18,7 +18,9 @@ allocated / reserved / active that has a non-zero sample (a Kineto trace reports
 ``reserved`` as zeros).
 
 Nothing here computes a metric: the functions regroup and re-bin
-:func:`perfkit.analysis.memory_timeline` and :func:`perfkit.analysis.memory_peaks`.
+:func:`perfkit.analysis.memory_timeline` and :func:`perfkit.analysis.memory_peaks`, and
+:func:`theory_at_fullest_rank` keeps the one device of
+:func:`perfkit.analysis.memory_vs_theory` that the tab holds against the theory.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import pandas as pd
 
 from .._stats import median
 from ..errors import InvalidArgumentError
-from ..format import counted
+from ..format import bytes_text, counted
 
 __all__ = ["FAMILIES", "FRAMEWORK", "HOST", "APPLICATION", "RUNTIME", "OTHER", "VALUES",
            "component_family", "families_present", "families_offered", "NPU_ONLY",
-           "default_value", "memory_series", "peaks_by_component"]
+           "default_value", "memory_series", "peaks_by_component", "THEORY_ITEMS",
+           "theory_at_fullest_rank"]
 
 FRAMEWORK = "framework"
 #: The framework's allocator on the host (a Kineto trace's CPU samples, ``component`` "host"):
@@ -232,3 +235,56 @@ def peaks_by_component(peaks: pd.DataFrame) -> pd.DataFrame:
                           kind="mergesort").drop(columns="_f")
     out["worst_rank"] = out["worst_rank"].astype("Int64")
     return out.reset_index(drop=True)
+
+
+#: The items of :func:`perfkit.analysis.memory_vs_theory` in words, in its order.
+THEORY_ITEMS = {
+    "theory_static": "theory: weights, gradients, optimizer state",
+    "theory_activation": "theory: activations",
+    "theory_total": "theory: total",
+    "measured_allocated": "measured: peak allocated",
+    "gap": "measured - theory",
+    "fragmentation": "cached, not in use",
+    "outside_framework": "outside the framework",
+    "capacity": "device capacity",
+    "headroom": "headroom",
+}
+
+
+def theory_at_fullest_rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the rank with the largest measured peak, each item in words.
+
+    The theory is the same on every rank of a layout; the measurement differs. A page
+    shows the device the Memory tab holds against the theory (the most loaded one) rather
+    than the nine items once per rank.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`perfkit.analysis.memory_vs_theory` (one row per rank and item).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Its rows for that rank, ``item`` written with :data:`THEORY_ITEMS`; ``attrs``
+        keeps the frame's warnings and notes, and its ``caption`` names the rank, with
+        the range of the measured peak over the ranks when there are several (for
+        :func:`perfkit.tables.table`'s ``caption``).
+    """
+    if frame.empty or "rank" not in frame.columns:
+        return frame
+    measured = frame[frame["item"] == "measured_allocated"]
+    if measured.empty or measured["bytes"].isna().all():
+        return frame
+    top = measured.loc[measured["bytes"].astype(float).idxmax()]
+    out = frame[frame["rank"] == top["rank"]].reset_index(drop=True)
+    out["item"] = [THEORY_ITEMS.get(str(i), str(i)) for i in out["item"]]
+    out.attrs = {k: list(v) for k, v in frame.attrs.items() if k in ("warnings", "notes")}
+    ranks = int(measured["rank"].nunique())
+    said = f"Rank {int(top['rank'])}"
+    if ranks > 1:
+        low = float(measured["bytes"].min())
+        said += (f", the fullest of {ranks} ranks (their measured peaks {bytes_text(low)} "
+                 f"to {bytes_text(float(top['bytes']))})")
+    out.attrs["caption"] = said
+    return out
