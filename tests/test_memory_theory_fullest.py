@@ -45,3 +45,23 @@ def test_one_rank_is_named_without_a_range_and_an_empty_frame_is_returned_as_it_
     assert out.attrs["caption"] == "Rank 7" and len(out) == 9
     empty = pd.DataFrame(columns=["rank", "item", "bytes"])
     assert theory_at_fullest_rank(empty) is empty
+
+
+def test_folded_tables_keep_the_reason_they_are_empty() -> None:
+    """Folding a per-rank frame over the ranks kept its rows but dropped its notes, so the
+    page said "nothing in this profile" where the analysis had said why."""
+    from perfkit.tables import over_ranks, table
+    from perfkit.widgets.memory_view import peaks_by_component
+
+    allocations = pd.DataFrame({"rank": pd.Series([], dtype="Int64"),
+                                "name": pd.Series([], dtype=object),
+                                "total_bytes": pd.Series([], dtype="float64")})
+    allocations.attrs["notes"] = ["no per-allocation records (op_memory)"]
+    folded = over_ranks(allocations, ["name"], ["total_bytes"])
+    assert folded.empty and "no per-allocation records (op_memory)" in table(folded).html()
+    peaks = pd.DataFrame(columns=["rank", "component", "peak_allocated_bytes"])
+    peaks.attrs["notes"] = ["no memory samples"]
+    assert "no memory samples" in table(peaks_by_component(peaks)).html()
+    warned = pd.DataFrame({"rank": [0, 1], "name": ["a", "a"], "total_bytes": [1.0, 2.0]})
+    warned.attrs["warnings"] = ["cannot be right"]
+    assert over_ranks(warned, ["name"], ["total_bytes"]).attrs["warnings"] == ["cannot be right"]

@@ -79,7 +79,7 @@ def over_ranks(frame: pd.DataFrame, by: Sequence[str], values: Sequence[str],
         The ``by`` columns, then for each value ``v`` with unit suffix ``_u`` (e.g.
         ``step_us``): ``v_median_u``, ``v_min_u``, ``v_max_u`` (``step_median_us`` ...),
         then ``worst_rank`` and ``ranks`` (how many ranks have the key), then the ``keep``
-        columns.
+        columns. ``attrs`` keeps ``frame``'s warnings and notes.
     """
     by, values, keep = list(by), list(values), dict(keep or {})
     if worst not in ("max", "min"):
@@ -125,4 +125,13 @@ def over_ranks(frame: pd.DataFrame, by: Sequence[str], values: Sequence[str],
         stem, suffix = _split_unit(values[0])
         out = out.sort_values(f"{stem}_median{suffix}", ascending=(worst == "min"),
                               kind="mergesort", na_position="last")
-    return out.reset_index(drop=True)
+    return _with_said(out.reset_index(drop=True), frame)
+
+
+def _with_said(out: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with ``frame``'s warnings and notes (why a table is empty, what cannot be
+    right), which a page shows with the folded table as with the frame."""
+    for key in ("warnings", "notes"):
+        if frame.attrs.get(key):
+            out.attrs[key] = list(frame.attrs[key])
+    return out

@@ -205,12 +205,15 @@ def peaks_by_component(peaks: pd.DataFrame) -> pd.DataFrame:
         One row per component, in :data:`FAMILIES` order then largest first: ``family``,
         ``component``, ``quantity`` (``allocated`` when the component reports it, else
         ``reserved``), ``peak_median_bytes``, ``peak_min_bytes``, ``peak_max_bytes`` (over
-        the ranks), ``worst_rank`` (the rank with the largest peak) and ``ranks``.
+        the ranks), ``worst_rank`` (the rank with the largest peak) and ``ranks``;
+        ``attrs`` keeps the notes of ``peaks`` (why it is empty).
     """
     cols = ["family", "component", "quantity", "peak_median_bytes", "peak_min_bytes",
             "peak_max_bytes", "worst_rank", "ranks"]
     if peaks.empty:
-        return pd.DataFrame(columns=cols)
+        out = pd.DataFrame(columns=cols)
+        out.attrs = {k: list(v) for k, v in peaks.attrs.items() if k in ("notes", "warnings")}
+        return out
     rows = []
     for component, g in peaks.groupby(peaks["component"].astype(str), sort=False):
         for quantity in ("allocated", "reserved", "active"):
