@@ -118,13 +118,17 @@ def _strip_remote(markup: str) -> tuple[str, int]:
 
 
 def _reading_html(notes: Sequence[str]) -> str:
-    """The section that lists what perfkit noted while reading the profile."""
+    """The section that lists what perfkit noted while reading the profile, in the
+    dashboard's words (:func:`perfkit.widgets.load_notes.plain_note`)."""
     if not notes:
         return ""
-    items = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
+    from ..widgets.load_notes import plain_note  # the dashboard's words for them
+
+    items = "".join(f"<li>{html.escape(plain_note(str(n)))}</li>" for n in notes)
     return ('<section class="reading">\n<h2>Read with notes</h2>\n'
             f"<p>While reading the profile perfkit noted {counted(len(notes), 'thing')} "
-            "(<code>meta.notes</code> of <code>perfkit.load</code>): how it read the files, "
+            "(<code>meta.notes</code> of <code>perfkit.load</code>, the names of its tables "
+            "and columns said in words): how it read the files, "
             "what it repaired, left out (rows, values set to NA, ranks not loaded) or did not "
             "find. Where something was left out, the figures below are computed without it."
             f"</p>\n<ul>{items}</ul>\n</section>\n")

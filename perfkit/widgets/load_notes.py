@@ -83,6 +83,7 @@ _TERMS: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"\s*\((?:comm_matrix|peak_dtype)\)"), ""),
     (re.compile(r"\b(" + "|".join(t for t in TABLE_WORDS if "_" in t) + r")\b"),
      lambda m: TABLE_WORDS[m[1]]),
+    (re.compile(r"\bdur_us\b"), "duration"),
     (re.compile(r"\b([a-z]+(?:_[a-z]+)*)_us\b"), lambda m: m[1].replace("_", " ") + " time"),
 )
 
