@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import number_text
 from .answers import AnswerBook
 from .key import KEY_FILE, LabError, is_right, read_key
 
@@ -114,6 +113,12 @@ def summary(grades: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
 
 
+def score_text(score_pct: float) -> str:
+    """A score as the grade's page and ``perfkit lab grade`` write it: whole percent
+    (``"0 %"``, ``"87 %"``, ``"100 %"``), one form for every student."""
+    return f"{float(score_pct):.0f} %"
+
+
 def progress_chart(grades: pd.DataFrame) -> Any:
     """The class's progress (:func:`perfkit.charts.lab.class_progress_chart`) of a grade."""
     from ..charts.lab import class_progress_chart
@@ -130,7 +135,7 @@ def _write(pack: Path, grades: pd.DataFrame) -> None:
         svg = chart_to_svg(progress_chart(grades))
         table = summary(grades).assign(
             wrong_questions=lambda s: s["wrong_questions"].map(", ".join),
-            score_pct=lambda s: s["score_pct"].map(lambda v: number_text(v, unit="%")))
+            score_pct=lambda s: s["score_pct"].map(score_text))
         table = table.rename(columns={"score_pct": "score"})
         page = ("<!doctype html><html><head><meta charset='utf-8'><title>Lab progress"
                 "</title><style>body{font-family:sans-serif;margin:20px}table{border-"

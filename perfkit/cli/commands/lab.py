@@ -94,16 +94,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def grade_text(grades: Any) -> str:
     """One line per student: score, right / questions, and the questions answered wrong."""
     from ...lab import summary
+    from ...lab.grade import score_text
 
     s = summary(grades)
     width = max([len(str(x)) for x in s["student"]] + [7])
     lines = [f"{'student':<{width}}  score  right  wrong  unanswered  answered wrong"]
     for _, r in s.iterrows():
         wrong = ", ".join(r["wrong_questions"]) or "-"
-        lines.append(f"{r['student']:<{width}}  {r['score_pct']:4.0f}%  {r['right']:>2}/"
-                     f"{r['questions']:<2}  {r['wrong']:>5}  {r['unanswered']:>10}  {wrong}")
+        lines.append(f"{r['student']:<{width}}  {score_text(r['score_pct']):>5}  "
+                     f"{r['right']:>2}/{r['questions']:<2}  {r['wrong']:>5}  "
+                     f"{r['unanswered']:>10}  {wrong}")
     total = float(s["score_pct"].mean()) if len(s) else 0.0
-    lines.append(f"class: {len(s)} students, mean score {total:.0f}%")
+    lines.append(f"class: {len(s)} students, mean score {score_text(total)}")
     return "\n".join(lines)
 
 
