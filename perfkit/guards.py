@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidArgumentError
-from .format import WARNING_MARK, bytes_text, ratio_text, time_text
+from .format import WARNING_MARK, bytes_text, ratio_text, share_text, time_text
 
 __all__ = ["Guarded", "check_utilization", "check_memory", "check_step", "job_inputs",
            "MEMORY_RATIO", "STEP_RATIO", "WARNING_MARK"]
@@ -55,10 +55,11 @@ class Guarded:
         """True when no warning was raised."""
         return self.warning is None
 
-    def text(self, fmt: str = "{:.1%}") -> str:
-        """The value for display: ``fmt`` applied, plus :data:`WARNING_MARK` and the words
-        "not plausible" when flagged (a flagged figure is never a plain number)."""
-        shown = fmt.format(self.value) if math.isfinite(self.value) else "–"
+    def text(self, decimals: int = 1) -> str:
+        """The value for display as a percentage (:func:`perfkit.format.share_text`:
+        ``"38.4 %"``), plus :data:`WARNING_MARK` and the words "not plausible" when
+        flagged (a flagged figure is never a plain number)."""
+        shown = share_text(self.value, decimals) if math.isfinite(self.value) else "–"
         return shown if self.ok else f"{shown} {WARNING_MARK} not plausible"
 
 
@@ -127,12 +128,12 @@ def check_utilization(value: float, what: str = "MFU", job: Any = None) -> Guard
     """
     value = float(value)
     if math.isfinite(value) and _not_training(job):
-        return Guarded(value, f"{what} {value:.1%} counts a training step's FLOPs: "
+        return Guarded(value, f"{what} {share_text(value)} counts a training step's FLOPs: "
                               f"{_why(job, '')}")
     if not math.isfinite(value) or value <= 1.0:
         return Guarded(value)
     why = _why(job, "check the inputs it comes from")
-    return Guarded(value, f"{what} {value:.1%} is above 100 % of the peak, which is "
+    return Guarded(value, f"{what} {share_text(value)} is above 100 % of the peak, which is "
                           f"impossible: {why}")
 
 

@@ -80,7 +80,7 @@ def test_estimate_step_parts_add_up_and_follow_inputs():
     assert est.mfu == pytest.approx(pk.mfu(m, est.tokens_per_second_per_device, hw))
     assert est.hfu > est.mfu
     assert est.fits and est.memory_bytes < est.memory_limit_bytes
-    assert any("every matrix product at 50%" in a for a in est.assumptions)
+    assert any("every matrix product at 50 %" in a for a in est.assumptions)
     hidden = pk.estimate_step(m, par, hw, efficiency=0.5, comm_efficiency=0.8,
                               dp_overlap=1.0)
     # hidden, the traffic still slows the compute beside it by the published 18.9 %

@@ -22,12 +22,12 @@ GIB = 2**30
 
 def test_utilization_above_one_is_flagged_and_kept() -> None:
     ok = check_utilization(0.42)
-    assert ok.ok and ok.value == 0.42 and ok.text() == "42.0%"
+    assert ok.ok and ok.value == 0.42 and ok.text() == "42.0 %"
     assert check_utilization(1.0).ok  # exactly the peak is possible
     bad = check_utilization(2.375, "MFU")
     assert not bad.ok and bad.value == 2.375  # the value is never changed
-    assert "MFU 237.5%" in bad.warning and "impossible" in bad.warning
-    assert bad.text().startswith("237.5%") and WARNING_MARK in bad.text()
+    assert "MFU 237.5 %" in bad.warning and "impossible" in bad.warning
+    assert bad.text().startswith("237.5 %") and WARNING_MARK in bad.text()
     assert check_utilization(math.nan).ok  # nothing to judge
 
 

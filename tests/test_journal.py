@@ -144,7 +144,7 @@ def test_metrics_against_independent_arithmetic(case: dict, name: str) -> None:
     assert row["hfu"] == pytest.approx(hw_flops / (step * devices * peak))
     assert record.metric("recompute_flops_per_step") == pytest.approx(
         hw_flops - pk.model_flops(model, tokens))
-    assert row["mfu_text"] == f"{row['mfu']:.1%}"
+    assert row["mfu_text"] == f"{100 * row['mfu']:.1f} %"
 
 
 def test_peak_memory_is_the_most_loaded_ranks(case: dict) -> None:

@@ -273,7 +273,7 @@ def test_estimate_step_with_context_parallelism():
     assert est.parts["cp_comm"] < est.cp_comm_s  # the attention core hides most of it
     assert est.step_s == pytest.approx(sum(est.parts.values()))
     assert est.tokens_per_second_per_device == pytest.approx(2 * 2 * 8192 / (est.step_s * 8))
-    assert "cp 0%" in est.assumptions[2]
+    assert "cp 0 %" in est.assumptions[2]
 
 
 def test_estimate_step_experts_compute_and_expert_tp():

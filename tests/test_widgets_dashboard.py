@@ -468,10 +468,10 @@ def test_slow_ranks_explorer_flags_the_rank_that_computes_longest() -> None:
     excess = totals[slowest] / others[len(others) // 2] - 1  # over a peer's computing
     assert excess > 0.15  # the planted fault is large
     explorer = slow_ranks_explorer(pk.load(folder))
-    assert f"<b>Slow at 5%:</b> rank {slowest}</p>" in explorer.output.value
+    assert f"<b>Slow at 5 %:</b> rank {slowest}</p>" in explorer.output.value
     assert "<svg" in explorer.output.value
     explorer.control.value = 0.5  # above any rank's excess
-    assert "<b>Slow at 50%:</b> none</p>" in explorer.output.value
+    assert "<b>Slow at 50 %:</b> none</p>" in explorer.output.value
 
 
 def test_bandwidth_explorer_follows_the_preset() -> None:

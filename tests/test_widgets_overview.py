@@ -121,7 +121,7 @@ def test_linearity_explorer_uses_the_calculator() -> None:
     panel.base_throughput.value = 1250.0
     assert panel.value == pytest.approx(pk.linearity(1000.0, 1250.0, 16, 8,
                                                      throughput="per_device"))
-    assert "80.0%" in panel.result.value
+    assert "80.0 %" in panel.result.value
 
 
 def test_bundled_ir_resolves_real_dumps() -> None:

@@ -31,7 +31,7 @@ import pandas as pd
 
 from .._text_dtype import TEXT
 from ..errors import PerfkitError
-from ..format import plural
+from ..format import plural, share_text
 
 __all__ = ["COLUMNS", "SWITCHES", "recording_check"]
 
@@ -176,7 +176,7 @@ def _torch_rows(profile: Any) -> list[dict[str, Any]]:
     share = _shapes_share(ops)
     rows = [_row(p, "shapes", "operator shapes (FLOPs, roofline, the model read from "
                  "the trace)", share < SHAPES_MIN_SHARE,
-                 "operator input shapes", f"{share:.0%} of {len(ops):,} host operators "
+                 "operator input shapes", f"{share_text(share, 0)} of {len(ops):,} host operators "
                  "carry input shapes")]
     memory = _table(profile, "memory")
     rows.append(_row(p, "memory", "memory over time and its peak", memory.empty,
@@ -243,9 +243,9 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
         share = _shapes_share(kernels)
         rows.append(_row(p, "shapes", "host operators' shapes (operator_details.csv; "
                          "perfkit's FLOPs and roofline use the kernels' shapes instead)",
-                         None, "", f"{share:.0%} of {len(kernels):,} device kernels carry "
-                         "input shapes (kernel_details.csv, written whatever record_shapes "
-                         "says)"))
+                         None, "", f"{share_text(share, 0)} of {len(kernels):,} device "
+                         "kernels carry input shapes (kernel_details.csv, written whatever "
+                         "record_shapes says)"))
     memory, op_memory = _table(profile, "memory"), _table(profile, "op_memory")
     rows.append(_row(p, "memory", "memory over time and per operator",
                      memory.empty and op_memory.empty, "memory records",

@@ -26,7 +26,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from ..errors import InvalidArgumentError, check_choice, check_fraction, check_positive
-from ..format import bytes_text, time_text
+from ..format import bytes_text, share_text, time_text
 from ..specs import Hardware, ModelSpec, ParallelConfig
 from ._common import as_model
 from .activation import ActivationModel
@@ -281,10 +281,10 @@ def _compute_words(rates: Rates, hardware: Hardware, dtype: str | None, peak: fl
     if rates.gemm_model == "size" and rates.gemm_half_flops == 0 \
             and rates.gemm_memory == "max" and rates.attention_implementation == "gemm":
         e_max = rates.resolved(hardware.name, dtype).gemm_efficiency
-        return f"every matrix product at {e_max:.0%} of {where}"
+        return f"every matrix product at {share_text(e_max, 0)} of {where}"
     return (f"GEMMs by shape or size ({rates.gemm_model}), attention on the "
             f"{rates.attention_implementation} kernel's curve, memory-bound kernels at "
-            f"{rates.memory_efficiency:.0%} of the memory bandwidth; peak: {where}")
+            f"{share_text(rates.memory_efficiency, 0)} of the memory bandwidth; peak: {where}")
 
 
 def _link_words(rates: Rates, parallel: ParallelConfig, hardware: Hardware) -> str:
@@ -292,11 +292,12 @@ def _link_words(rates: Rates, parallel: ParallelConfig, hardware: Hardware) -> s
     shown = [g for g in GROUPS if g != "cp" or parallel.cp > 1]
     slowed = contention_share(rates.overlap_contention, hardware.name)
     tiers = {rates.intra_node_efficiency, rates.inter_node_efficiency}
-    own = "".join(f", {g} {v:.0%}" for g, v in rates.link_efficiency.items()
+    own = "".join(f", {g} {share_text(v, 0)}" for g, v in rates.link_efficiency.items()
                   if len(tiers) > 1 or v not in tiers)  # a group's own (calibrated) share
-    return (f"links at {rates.intra_node_efficiency:.0%} of nominal inside a node, "
-            f"{rates.inter_node_efficiency:.0%} across{own} ({rates.collective_algorithm}); "
+    return (f"links at {share_text(rates.intra_node_efficiency, 0)} of nominal inside a node, "
+            f"{share_text(rates.inter_node_efficiency, 0)} across{own} "
+            f"({rates.collective_algorithm}); "
             f"ranks placed {parallel.rank_order}; overlap "
-            + ", ".join(f"{g} {rates.overlap[g]:.0%}" for g in shown)
-            + f"; hidden traffic slows the compute beside it by {slowed:.1%} "
+            + ", ".join(f"{g} {share_text(rates.overlap[g], 0)}" for g in shown)
+            + f"; hidden traffic slows the compute beside it by {share_text(slowed)} "
               "(perfkit.calc.contention)")

@@ -25,7 +25,7 @@ from typing import Any
 import ipywidgets as W
 
 from .. import charts as C
-from ..format import counted, sig
+from ..format import counted, share_text, sig
 from ..widgets.headline import split_parts, with_exposed_comm
 from ..widgets.markup import STYLE, describe_error, frame_html, note
 from .answers import AnswerBook, answer
@@ -288,8 +288,9 @@ class Sheet:
                           f"{m['seq_length']} tokens "
                           f"per data-parallel rank: global batch "
                           f"{job['global_batch_size']} sequences"),
-                ("matrix efficiency", f"the matrix kernels reach {job['efficiency']:.0%} of "
-                                      "peak (measured by your team)")]),
+                ("matrix efficiency", "the matrix kernels reach "
+                                      f"{share_text(job['efficiency'], 0)} of peak "
+                                      "(measured by your team)")]),
             "<h4>The cluster (profiles/cluster)</h4>", rows([
                 ("run", f"{b['cluster']['devices']} devices, data parallel "
                         f"{b['cluster']['dp']}, {cm['name']}")]),
@@ -390,7 +391,7 @@ class Sheet:
             try:
                 table = self.evidence.planner(float(efficiency.value))
                 out.value = frame_html(table, caption=f"The fastest layouts that fit, by the "
-                                       f"step model at {efficiency.value:.0%} matrix "
+                                       f"step model at {share_text(efficiency.value, 0)} matrix "
                                        "efficiency, links at 80 %")
             except Exception as exc:
                 out.value = f"{STYLE}<div class='pk-error'>" \

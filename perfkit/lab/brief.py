@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..calc import flops_per_token
+from ..format import share_text
 from ..specs import Hardware
 from .ir import CONFIG_FILE, IR_FILE, NAMINGS
 from .scenario import MEMORY_RESERVE, Setup
@@ -157,7 +158,7 @@ def _tolerance(q: Any) -> str:
         return str(q.tolerance_words)
     parts = []
     if q.rel_tol:
-        parts.append(f"±{q.rel_tol:.0%}")
+        parts.append(f"±{share_text(q.rel_tol, 0)}")
     if q.abs_tol:
         parts.append(f"±{q.abs_tol:g} {q.unit}")
     return " or ".join(parts) or "exact"

@@ -42,7 +42,7 @@ from ..calc.power_limit import compute_scale, rated_power
 from ..calc.rates import Rates
 from ..calc.topology import PLACEMENT_ORDER, group_shape, layout_group, parse_order
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import count_text, rate_text, time_text
+from ..format import count_text, rate_text, share_text, time_text
 from ..specs import Hardware, Node, ParallelConfig
 from .calibrate.profile import ATTENTION_READ, ELEMENTWISE_READ
 from .predict import Prediction, predict
@@ -151,7 +151,7 @@ def _value_text(name: str, value: Any) -> str:
     if name == "grad_accumulation":
         return GRAD_ACCUMULATION_TEXT.get(str(value), str(value))
     if name == "overlap_contention" and value is not None:
-        return (f"compute {float(value):.1%} slower beside hidden traffic" if value
+        return (f"compute {share_text(float(value))} slower beside hidden traffic" if value
                 else "off: hidden traffic is free")
     return str(value)
 

@@ -13,6 +13,7 @@ import ipywidgets as W
 
 from .. import analysis as A
 from .. import charts as C
+from ..format import share_text
 from ..specs import Hardware, ParallelConfig
 from .markup import STYLE as _STYLE
 from .markup import describe_error, frame_html, note
@@ -104,7 +105,7 @@ def slow_ranks_explorer(profile: Any, parallel: ParallelConfig | None = None,
         peers = peers_note(ranks)
         chart = C.chart_to_svg(C.slow_ranks_chart(ranks, title="Excess over the peers")) \
             if has_peers(ranks) else ""
-        return (_STYLE + f"<p><b>Slow at {value:.0%}:</b> "
+        return (_STYLE + f"<p><b>Slow at {share_text(value, 0)}:</b> "
                 f"{', '.join(f'rank {r}' for r in slow) or 'none'}</p>" + chart
                 + (note(peers) if peers else ""))
 

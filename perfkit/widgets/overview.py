@@ -19,7 +19,7 @@ from ..analysis import measured_step_s
 from ..bundled_samples import sample_names, sample_path
 from ..calc import linearity
 from ..errors import InvalidArgumentError, PerfkitError, check_positive
-from ..format import counted, ranks_text
+from ..format import counted, ranks_text, share_text
 from ..io.detect.sources import format_fact
 from ..job import Job
 from ..job.world import world_size_fact
@@ -373,7 +373,7 @@ class LinearityExplorer(W.VBox):
             self.result.value = _TABLE_STYLE + _error_html(str(exc))
             return
         self.result.value = (
-            f"<div class='pk-metrics'><b>linearity {self.value:.1%}</b>: "
+            f"<div class='pk-metrics'><b>linearity {share_text(self.value)}</b>: "
             f"{self._tps:,.0f} tokens/s per device on {counted(self._devices, 'device')} "
             f"against {self.base_throughput.value:,.0f} on {self.base_devices.value} "
             "(1.0 = perfect scaling; above 0.8 is usually good)</div>")

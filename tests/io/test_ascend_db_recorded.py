@@ -110,4 +110,4 @@ def test_a_db_whose_task_table_was_cut_marks_its_step_recorded_in_part(rank, tmp
     assert f"ascend_pytorch_profiler_{rank}.db (TASK table)" in said[0]
     assert "analysis.db (StepTraceTime table)" in said[0]
     assert (f"step 50: {covered / 1e6:,.1f} ms of {busy / 1000:,.1f} ms, "
-            f"{covered / 1000 / busy:.1%}") in said[0]
+            f"{100 * covered / 1000 / busy:.1f} %") in said[0]

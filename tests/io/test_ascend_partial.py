@@ -69,7 +69,7 @@ def test_a_step_whose_kernel_list_was_cut_short_is_marked_recorded_in_part(rank)
     assert steps["tasks_recorded"].tolist() == [False]
     said = [n for n in meta.notes if "tasks_recorded" in n]
     assert len(said) == 1 and "kernel_details.csv" in said[0]
-    assert f"{covered / 1000:,.1f} ms of {busy / 1000:,.1f} ms, {covered / busy:.1%}" \
+    assert f"{covered / 1000:,.1f} ms of {busy / 1000:,.1f} ms, {100 * covered / busy:.1f} %" \
         in said[0]
 
 

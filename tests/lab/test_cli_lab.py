@@ -35,7 +35,7 @@ def test_make_answer_grade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert cli.main(["lab", "grade", str(pack), "--csv", str(tmp_path / "g.csv")]) == 0
     text = capsys.readouterr().out
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("student-")}
-    assert "bubble" in lines["student-2"] and "  13%" in lines["student-1"]
+    assert "bubble" in lines["student-2"] and " 13 %" in lines["student-1"]
     assert (tmp_path / "g.csv").is_file()
     assert cli.main(["lab", "make", str(pack), "--students", "1"]) == 2
     assert "already holds a lab pack" in capsys.readouterr().err

@@ -86,7 +86,7 @@ def test_the_kernel_closing_of_the_bundled_baseline():
     profile = pk.load(folder)
     cal = plan.calibrate(profile, close=True, closing="kernels")
     (how,) = [h for t, _, h in cal.terms if t == "closing scale, matrix kernels"]
-    assert f"take {share:.1%} of the measured computing time" in how
+    assert f"take {100 * share:.1f} % of the measured computing time" in how
     busiest = profile.steps.groupby("rank")["computing_us"].mean().max() / 1e6
     computing = sum(cal.parts[p] for p in ("compute", "recompute", "optimizer"))
     assert computing == pytest.approx(busiest, rel=1e-6)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
-from ...format import runs_text
+from ...format import runs_text, share_text
 
 __all__ = ["MIN_COVERED", "covered_us", "mark_recorded"]
 
@@ -119,7 +119,7 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
     steps["tasks_covered"] = np.where(known, covered / np.where(known, busy, 1.0), np.nan)
     bad = [int(s) for s in ids[short]]
     shown = [f"step {ids[i]:g}: {covered[i] / 1000:,.1f} ms of {busy[i] / 1000:,.1f} ms, "
-             f"{covered[i] / busy[i]:.1%}" for i in np.flatnonzero(short)[:3]]
+             f"{share_text(covered[i] / busy[i])}" for i in np.flatnonzero(short)[:3]]
     more = f"; {len(bad) - len(shown)} more" if len(bad) > len(shown) else ""
     one = len(bad) == 1
     which = (f"the only step ({bad[0]})" if len(ids) == 1 else

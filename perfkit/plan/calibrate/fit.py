@@ -15,7 +15,7 @@ from ...calc.layout_rows import default_split, run_types
 from ...calc.rates import GROUPS, Rates
 from ...calc.timing import PART_NAMES
 from ...errors import InvalidArgumentError, check_choice
-from ...format import signed_share_text
+from ...format import share_text, signed_share_text
 from ...specs import Hardware, ModelSpec, ParallelConfig
 from .fallback import _check_job, _from_step_time, _from_steps, _links_to_exposed
 from .passes import _solve_pass_closing
@@ -82,8 +82,8 @@ def _matrix_term(before: Rates, rates: Rates, share: float, k: dict[str, Any]
     solver's factors and seconds)."""
     how = (f"GEMM efficiency {before.gemm_efficiency:.3g} → {rates.gemm_efficiency:.3g} "
            f"(fused attention with it), so that the model's matrix kernels take "
-           f"{share:.1%} of the measured computing time less the optimizer's (the profile's "
-           f"matrix and attention kernels' share of its kernel time): "
+           f"{share_text(share)} of the measured computing time less the optimizer's "
+           f"(the profile's matrix and attention kernels' share of its kernel time): "
            f"{k['matrix_s'] * 1e3:.2f} ms")
     if k["matrix_capped"]:
         how += (" — capped at the peak, above their measured share; the memory-bound "
@@ -128,7 +128,7 @@ def _close_by_passes(job: CalibratedJob, rates: Rates, computing: float, share: 
     terms.append((FORWARD_CLOSING, k["forward"],
                   f"the forward's memory-bound kernels' efficiency (elementwise_efficiency) "
                   f"{before.vector_efficiency:.3g} → {rates.vector_efficiency:.3g}, so that "
-                  f"they take {forward_share:.1%} of the rest of the measured computing "
+                  f"they take {share_text(forward_share)} of the rest of the measured computing "
                   f"time (the profile's forward share of its memory-bound kernel time, "
                   f"read from the launching threads): {k['forward_s'] * ms:.2f} ms of "
                   f"{rest * ms:.2f}; a recomputed forward runs at it"))
@@ -136,7 +136,7 @@ def _close_by_passes(job: CalibratedJob, rates: Rates, computing: float, share: 
                   f"the backward's memory-bound kernels' efficiency "
                   f"(backward_elementwise_efficiency) {before.vector_efficiency:.3g} → "
                   f"{rates.backward_vector_efficiency:.3g}, so that they take the other "
-                  f"{1 - forward_share:.1%}, {k['backward_s'] * ms:.2f} ms, and the model "
+                  f"{share_text(1 - forward_share)}, {k['backward_s'] * ms:.2f} ms, and the model "
                   f"computes for as long as the device did; the GEMMs' byte term and the "
                   f"optimizer keep memory_efficiency"))
     if k["vector_capped"]:

@@ -14,7 +14,7 @@ from ...analysis.reduced_dtype import METRIC_ELEMENTS, is_metric
 from ...calc.rates import GROUPS, Rates
 from ...calc.topology import GROUP_COLLECTIVE, group_bandwidth, layout_group
 from ...errors import PerfkitError
-from ...format import counted
+from ...format import counted, share_text
 from .result import CalibratedJob
 
 __all__: list[str] = []  # private parts of perfkit.plan.calibrate
@@ -114,7 +114,7 @@ def _algorithm(bw: pd.DataFrame, pairs: pd.DataFrame, job: CalibratedJob,
         share = float(part.loc[net, "size_bytes"].sum() / part["size_bytes"].sum())
         alg = "flat" if share > FLAT_SHARE else "hierarchical"
         return alg, (f"the {kind} group ({int(n)} ranks, {int(r)} per node) sent "
-                     f"{share:.0%} of its bytes over the network: a {alg} algorithm")
+                     f"{share_text(share, 0)} of its bytes over the network: a {alg} algorithm")
     return default, ""
 
 
