@@ -33,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from perfkit.format import counted
 from perfkit.journal import Journal, measure_run
 from perfkit.journal.text import fmt_share
 from perfkit.simulate.scenarios import scenario, write_scenario
@@ -102,7 +103,7 @@ def readme(journal: Journal) -> str:
     rows = ["| run | layout | step | tokens/s per device | tokens/s/p | MFU | bubble | seed's |",
             "|---|---|---|---|---|---|---|---|"]
     for r in runs.itertuples(index=False):
-        layout = f"dp {r.dp} × pp {r.pp}, {r.num_micro_batches} micro-batches, " \
+        layout = f"dp {r.dp} × pp {r.pp}, {counted(r.num_micro_batches, 'micro-batch')}, " \
                  f"recompute {r.recompute}" + (f" {r.recompute_layers}"
                                                if isinstance(r.recompute_layers, list) else "")
         rows.append(f"| {r.id} `{r.label}` | {layout} | {r.step_time_s:.3f} s | "
