@@ -9,19 +9,21 @@ columns :func:`perfkit.charts.memory_chart` draws.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from ..format import bytes_text
-from ..guards import check_memory
+from ..guards import Guarded, check_memory
 from ..job.inference_memory import (
     INFERENCE_THEORY,
     inference_memory_of,
     inference_memory_words,
 )
 
-__all__ = ["inference_memory_breakdown", "inference_against_peak", "why_inference"]
+__all__ = ["inference_memory_breakdown", "inference_against_peak", "why_inference",
+           "InferenceTheory", "inference_theory"]
 
 
 def inference_memory_breakdown(job: Any, parallel: Any = None) -> pd.DataFrame:
@@ -68,22 +70,50 @@ def inference_against_peak(job: Any) -> str:
     parts, their ratio, how each part was counted, and the guard's warning where the two
     are more than :data:`perfkit.guards.MEMORY_RATIO` apart.
     """
-    memory = inference_memory_breakdown(job)
-    theory = float(memory["bytes"].sum())
-    name = memory.attrs["theory"]
-    parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
-                      zip(memory["component"], memory["bytes"], strict=True))
-    why = why_inference(job)
-    head = (f"The profile runs no backward pass ({why}): it is held against the {name}, "
-            f"{bytes_text(theory)} ({parts}).")
+    theory = inference_theory(job)
+    head = (f"The profile runs no backward pass ({why_inference(job)}): it is held against "
+            f"the {theory.name}, {bytes_text(theory.total)} ({theory.parts}).")
     measured = job.peak_memory_bytes
     if not measured:
         return f"{head} No measured peak to compare with ({job.detail('peak_memory_bytes')})."
-    guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
     line = (f"{head} Measured peak {bytes_text(measured)} "
             f"({job.detail('peak_memory_bytes')}); theory / measured "
-            f"{theory / float(measured):,.2f}×. The theory counts {memory.attrs['note']}.")
-    return line if guard.ok else f"{line}\n⚠ {guard.warning}"
+            f"{theory.total / float(measured):,.2f}×. The theory counts "
+            f"{theory.memory.attrs['note']}.")
+    return line if theory.guard.ok else f"{line}\n⚠ {theory.guard.warning}"
+
+
+@dataclass(frozen=True)
+class InferenceTheory:
+    """The forward-only theory of a job, what the report's sentences and the Memory tab
+    both word: its components, total, name, parts in words and the guard against the
+    measured peak."""
+
+    memory: pd.DataFrame  #: :func:`inference_memory_breakdown`
+    total: float  #: bytes, the components' sum
+    name: str  #: :data:`~perfkit.job.inference_memory.INFERENCE_THEORY`
+    parts: str  #: ``"weights 1.2 GiB, KV cache 300 MiB, logits 40 MiB"``
+    guard: Guarded  #: :func:`perfkit.guards.check_memory` against the measured peak
+
+
+def inference_theory(job: Any) -> InferenceTheory:
+    """The forward-only theory of ``job`` (:func:`inference_memory_breakdown`) with its
+    total, parts and the guard against ``job.peak_memory_bytes`` (a peak that is not
+    measured is not flagged).
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        Where the job has no model (as :func:`inference_memory_breakdown`).
+    """
+    memory = inference_memory_breakdown(job)
+    total = float(memory["bytes"].sum())
+    name = memory.attrs["theory"]
+    parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
+                      zip(memory["component"], memory["bytes"], strict=True))
+    guard = check_memory(total, job.peak_memory_bytes, job, what=f"the {name}",
+                         forward_only=True)
+    return InferenceTheory(memory, total, name, parts, guard)
 
 
 def why_inference(job: Any) -> str:

@@ -16,7 +16,7 @@ from ...errors import PerfkitError
 from ...format import bytes_text
 from ...guards import check_memory
 from ...job.activations import activation_text
-from ..inference_memory import inference_memory_breakdown, why_inference
+from ..inference_memory import inference_theory, why_inference
 from ..load_notes import TABLE_WORDS, notes_about
 from ..markup import STYLE, describe_error, error, frame_html, note
 from ..memory_view import (
@@ -238,22 +238,17 @@ class MemoryTab(JobTab):
         not a training step's."""
         job = self.current
         try:
-            memory = inference_memory_breakdown(job)
+            theory = inference_theory(job)
         except PerfkitError as exc:
             return [html_widget(error(describe_error(exc, "the inference memory theory")))]
-        theory = float(memory["bytes"].sum())
-        name = memory.attrs["theory"]
-        measured = job.peak_memory_bytes
-        guard = check_memory(theory, measured, job, what=f"the {name}", forward_only=True)
-        parts = ", ".join(f"{c} {bytes_text(b)}" for c, b in
-                          zip(memory["component"], memory["bytes"], strict=True))
         counts = (f"The profile runs no backward pass ({html.escape(why_inference(job))}): "
                   f"the theory counts a forward-only step, "
-                  f"{html.escape(memory.attrs['note'])}.")
+                  f"{html.escape(theory.memory.attrs['note'])}.")
         return self._section("Measured against the inference theory of the job (forward "
                              "only, most loaded device)",
-                             _against_peak(job, theory, name, parts, guard, has_memory),
-                             counts, guard, memory, name)
+                             _against_peak(job, theory.total, theory.name, theory.parts,
+                                           theory.guard, has_memory),
+                             counts, theory.guard, theory.memory, theory.name)
 
     def _section(self, title: str, line: str, counts: str, guard: Any,
                  memory: pd.DataFrame, theory_name: str) -> list[W.Widget]:
