@@ -155,3 +155,14 @@ def test_compare_refuses_a_run_with_itself(profiles: dict, tmp_path: Path,
     code, out, err = _run(capsys, "journal", "compare", "base", "1", "--journal", j)
     assert code == 2 and not out
     assert "'base' and '1' are the same run (#1 'base'): name two different runs" in err
+
+
+def test_only_the_ranks_that_did_not_load_are_warned_of() -> None:
+    """``journal add`` warns of the ranks that did not load; the job's own problems are
+    stored in the same column and may say "not loaded" of something else."""
+    from perfkit.journal.record.measure import ranks_not_loaded
+
+    problems = ("rank 3 not loaded: trace.json: JSON is truncated",
+                "the config was not loaded: x.yaml is not YAML",
+                "world size not known")
+    assert ranks_not_loaded(problems) == [problems[0]]

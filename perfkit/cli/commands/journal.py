@@ -35,6 +35,7 @@ from ...journal import (
     measure_run,
     runs_text,
 )
+from ...journal.record.measure import ranks_not_loaded
 from ..args import config_paths, paragraph
 
 __all__ = ["add_parser", "run", "EPILOG"]
@@ -137,10 +138,9 @@ def run(args: argparse.Namespace) -> int:
             run = journal.add(record, if_exists=args.if_exists)
         print(("already recorded: " if run.existing else "added ") + str(run))
         if not run.existing:  # a folder some of whose ranks did not load: say which, why
-            for problem in journal.record(run).job_problems:
-                if " not loaded: " in problem:
-                    print(f"warning: {problem}; the run's figures are the loaded ranks'",
-                          file=sys.stderr)
+            for problem in ranks_not_loaded(journal.record(run).job_problems):
+                print(f"warning: {problem}; the run's figures are the loaded ranks'",
+                      file=sys.stderr)
         if not run.existing and not before.empty:
             previous = str(before["label"].iloc[-1])
             print(f"since {previous!r}: {journal.compare(previous, run.id).sentence()}")

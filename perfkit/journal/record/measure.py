@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from .job_fields import job_rows, perfkit_version
 from .metrics import run_metrics
 from .parts import run_breakdown, run_findings, run_operators
 
-__all__ = ["RunRecord", "measure_run", "profile_spec", "not_loaded"]
+__all__ = ["RunRecord", "measure_run", "profile_spec", "not_loaded", "ranks_not_loaded"]
 
 
 @dataclass(frozen=True)
@@ -199,11 +200,21 @@ def measure_run(profile_or_path: Any, job: Job | None = None, *, config: Any = N
         profiled_utc=_utc(getattr(meta, "origin_ns", None)))
 
 
+#: How :func:`not_loaded` words a rank that did not load (its rank and why follow).
+_NOT_LOADED = " not loaded: "
+
+
 def not_loaded(profile: Any) -> list[str]:
     """One sentence per rank of the folder that did not load, with why (``Cluster.failed``):
     the run's figures are then those of the ranks that did."""
     failed = getattr(profile, "failed", None) or {}
-    return [f"rank {r} not loaded: {why}" for r, why in sorted(failed.items(), key=str)]
+    return [f"rank {r}{_NOT_LOADED}{why}" for r, why in sorted(failed.items(), key=str)]
+
+
+def ranks_not_loaded(problems: Iterable[str]) -> list[str]:
+    """The sentences of :func:`not_loaded` among a record's ``job_problems`` (stored with
+    the job's own problems in one column of the journal)."""
+    return [p for p in problems if str(p).startswith("rank ") and _NOT_LOADED in str(p)]
 
 
 def _text_or_none(value: Any) -> str | None:
