@@ -327,7 +327,7 @@ def test_the_kernel_closing_reads_the_traces_matrix_share(calibrations, name):
                 matrix += float(e["dur"])
             else:
                 other += float(e["dur"])
-    said = float(re.search(r"take ([\d.]+)% of the measured computing time", how).group(1))
+    said = float(re.search(r"take ([\d.]+) % of the measured computing time", how).group(1))
     assert said / 100 == pytest.approx(matrix / (matrix + other), abs=0.003)
 
 
