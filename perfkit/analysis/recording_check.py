@@ -32,6 +32,7 @@ import pandas as pd
 from .._text_dtype import TEXT
 from ..errors import PerfkitError
 from ..format import plural, share_text
+from ._tasks import PMU_COMPUTE, PMU_MEMORY, PMU_RATIOS, pmu_maxima
 
 __all__ = ["COLUMNS", "SWITCHES", "recording_check"]
 
@@ -231,11 +232,7 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
                          comm_missing if comm_missing or (world or 1) > 1 else "n/a",
                          "communication operators",
                          f"{counted} over {plural(world, 'rank')}"))
-    pmu = any(c.endswith("_ratio") for c in kernels.columns)
-    rows.append(_row(p, "pmu", "compute- or memory-bound per operator (PMU pipe ratios)",
-                     "n/a" if kernels.empty else not pmu, "PMU pipe-ratio columns",
-                     "PMU ratio columns present" if pmu else "no PMU ratio columns in "
-                     f"{len(kernels):,} device kernels"))
+    rows.append(_pmu_row(p, kernels))
     if p == "torch_npu":
         # perfkit reads the device kernels' shapes from kernel_details.csv, which torch_npu
         # always writes; record_shapes adds them to the host operators
@@ -257,6 +254,27 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     else:
         rows.append(_steps_row(profile, p))
     return rows
+
+
+def _pmu_row(p: str, kernels: pd.DataFrame) -> dict[str, Any]:
+    """Whether the kernels carry the PMU pipe ratios the bound analysis reads
+    (:data:`~perfkit.analysis._tasks.PMU_COMPUTE` and ``PMU_MEMORY``, which
+    ``aic_metrics=PipeUtilization`` records); counters of another ``aic_metrics`` set
+    (ArithmeticUtilization's ``aic_mac_fp16_ratio``, ...) are named, not taken for them."""
+    pipes = pmu_maxima(kernels.head(0)) is not None
+    other = sorted(c for c in kernels.columns if c.endswith("_ratio") and c not in PMU_RATIOS)
+    if pipes:
+        said = "PMU pipe ratios present (" + ", ".join(
+            c for c in (*PMU_COMPUTE, *PMU_MEMORY) if c in kernels.columns) + ")"
+    elif other:
+        shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+        said = (f"PMU counters of another aic_metrics set ({shown}), not the pipe ratios "
+                "(aic_mac_ratio, aic_mte2_ratio, ...) the compute- or memory-bound "
+                "analysis reads")
+    else:
+        said = f"no PMU ratio columns in {len(kernels):,} device kernels"
+    return _row(p, "pmu", "compute- or memory-bound per operator (PMU pipe ratios)",
+                "n/a" if kernels.empty else not pipes, "PMU pipe-ratio columns", said)
 
 
 def recording_check(profile: Any) -> pd.DataFrame:

@@ -149,3 +149,35 @@ def test_a_lone_kernel_table_with_hccl_tasks_lacks_the_communication_tables(
     assert len(comm) == 1 and comm[0]["status"] == "missing", comm
     assert f"{hccl} communication kernels ran on the device" in comm[0]["evidence"]
     assert "ProfilerLevel.Level1" in comm[0]["switch"]
+
+
+@pytest.mark.shared_samples
+def test_the_db_export_with_pipe_utilization_is_recorded(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The DB export recorded PipeUtilization (its profiler_info) into TASK_PMU_INFO; the
+    check asked for the switch again because the loader did not read that table."""
+    from shared_samples import PT_DB_LEVEL1
+
+    folder = sample(PT_DB_LEVEL1)
+    assert _recorded_as(folder)["aic"] == "ACL_AICORE_PIPE_UTILIZATION"
+    pmu = [i for i in _check(folder, capsys)["items"] if "aic_metrics" in i["switch"]]
+    assert len(pmu) == 1 and pmu[0]["status"] == "recorded", pmu
+
+
+@pytest.mark.shared_samples
+def test_counters_of_another_aic_metrics_set_are_not_taken_for_the_pipe_ratios(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A kernel_details.csv of ArithmeticUtilization has ``*_ratio`` columns (read from its
+    header here), none of them the pipe ratios the bound analysis reads: the check called
+    it recorded while operator_bound returned nothing."""
+    import csv
+
+    folder = sample("wild/msa_kernel_details")
+    (table,) = folder.rglob("kernel_details*.csv")
+    with table.open(encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    ratios = [h for h in header if h.endswith("_ratio")]
+    assert "aic_mac_fp16_ratio" in ratios and "aic_mac_ratio" not in ratios
+    pmu = [i for i in _check(folder, capsys)["items"] if "aic_metrics" in i["switch"]]
+    assert len(pmu) == 1 and pmu[0]["status"] == "missing", pmu
+    assert "aic_mac_fp16_ratio" in pmu[0]["evidence"]

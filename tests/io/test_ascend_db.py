@@ -139,3 +139,29 @@ def test_a_total_op_info_row_of_the_db_is_not_an_operation(tmp_path):
     assert len(p.comm_bandwidth) == bw_ops
     assert p.comm_ops["elapse_us"].sum() == pytest.approx(elapse_ms * 1000)
     assert "Total Op Info" not in set(p.comm_matrix["name"].dropna())
+
+
+def test_the_pmu_pipe_ratios_are_read_from_task_pmu_info():
+    """The export recorded aic_metrics=PipeUtilization (``profiler_info_0.json``) and wrote
+    the ratios to TASK_PMU_INFO, which the loader did not read: ``perfkit check`` then
+    asked for the switch the run had already set, and operator_bound stayed empty."""
+    import json
+
+    info = json.loads((DATA / "rank0_ascend_pt" / "profiler_info_0.json").read_text())
+    assert "PIPE_UTILIZATION" in json.dumps(info)
+    raw = _q(DB0, "select p.globalTaskId, s.value, p.value from TASK_PMU_INFO p "
+                  "join STRING_IDS s on s.id = p.name where s.value = 'aic_mac_ratio'")
+    by_task = {task: value for task, _, value in raw}
+    starts = dict(_q(DB0, "select t.globalTaskId, t.startNs from TASK t "
+                          "join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId"))
+    p = detect.load(DB0, cache=False)
+    k = p.kernels
+    assert int(k["aic_mac_ratio"].notna().sum()) == len(set(by_task) & set(starts))
+    # the values are the table's, one per task that ran a compute kernel
+    shown = k.dropna(subset=["aic_mac_ratio"])
+    assert sorted(round(v, 9) for v in shown["aic_mac_ratio"]) == \
+        sorted(round(float(by_task[t]), 9) for t in set(by_task) & set(starts))
+    import perfkit as pk
+
+    bound = pk.analysis.operator_bound(p)
+    assert len(bound) and set(bound["bound"]) <= {"compute", "memory", "latency"}

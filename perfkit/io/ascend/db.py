@@ -196,6 +196,29 @@ def _map(ids: pd.Series, strings: pd.Series, label: str | None = None) -> pd.Ser
     return out
 
 
+def _pmu_ratios(con: sqlite3.Connection, path: Path, strings: pd.Series) -> pd.DataFrame | None:
+    """The PMU pipe ratios of each task (``TASK_PMU_INFO``: one row per task and metric,
+    the metric's name interned in ``STRING_IDS``), one column per ``*_ratio`` metric
+    (``aic_mac_ratio``, ``aic_mte2_ratio``, ...: the names kernel_details.csv gives the
+    same counters), indexed by ``globalTaskId``; None when the table holds no ratio.
+
+    The export writes this table when the run recorded ``aic_metrics``; which metrics it
+    holds follows the setting (PipeUtilization: the pipes' ratios). The ``*_time`` metrics
+    are left out: the table does not state their unit."""
+    pmu = _query(con, path, "select globalTaskId, name, value from TASK_PMU_INFO")
+    if pmu.empty:
+        return None
+    pmu["name"] = _map(pmu["name"], strings, f"{path.name} TASK_PMU_INFO.name")
+    pmu = pmu[pmu["name"].fillna("").str.endswith("_ratio")]
+    if pmu.empty:
+        return None
+    pmu["value"] = pd.to_numeric(pmu["value"], errors="coerce")
+    wide = pmu.pivot_table(index="globalTaskId", columns="name", values="value",
+                           aggfunc="first")
+    wide.columns = [str(c) for c in wide.columns]
+    return wide
+
+
 def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
                       notes: list[str]) -> tuple[int | None, dict[str, Any], int | None]:
     have = _tables(con)
@@ -211,7 +234,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     kern = None
     if "TASK" in have and "COMPUTE_TASK_INFO" in have:
         t_cols = _select(con, "TASK", "t", ["startNs", "endNs", "streamId", "taskId",
-                                             "modelId", "connectionId"])
+                                             "modelId", "connectionId", "globalTaskId"])
         c_cols = _select(con, "COMPUTE_TASK_INFO", "c", [
             "name", "opType", "taskType", "blockDim", "mixBlockDim", "inputShapes",
             "inputDataTypes", "outputShapes", "waitNs"])
@@ -223,6 +246,9 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             kern[col] = _map(kern[col], strings, f"{path.name} COMPUTE_TASK_INFO.{col}")
         for col in ("inputShapes", "outputShapes"):
             kern[col] = kern[col].str.strip('"')
+        pmu = _pmu_ratios(con, path, strings) if "TASK_PMU_INFO" in have else None
+        if pmu is not None:
+            kern = kern.join(pmu, on="globalTaskId")
         if "COMMUNICATION_OP" in have:
             cols = _select(con, "COMMUNICATION_OP", "o", ["opName", "startNs", "endNs",
                                                           "connectionId", "opType", "waitNs",
@@ -315,6 +341,8 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "input_shapes": kern.get("inputShapes"), "input_dtypes": kern.get("inputDataTypes"),
             "output_shapes": kern.get("outputShapes"), "task_id": kern.get("taskId"),
             "block_dim": kern.get("blockDim"), "mix_block_dim": kern.get("mixBlockDim"),
+            **{c: kern[c].to_numpy(np.float64, na_value=np.nan)
+               for c in kern.columns if c.endswith("_ratio")},
         })
     if ops is not None:
         device = np.full(len(ops), np.nan)
