@@ -171,7 +171,7 @@ def test_json_layout_and_html(sims, tmp_path, capsys) -> None:
     assert set(d) == TOP_KEYS and d["kind"] == "compare" and d["schema_version"] == "1"
     assert SIDE_KEYS <= set(d["a"]) and SIDE_KEYS <= set(d["b"])
     assert VERDICT_KEYS <= set(d["verdict"]) and d["verdict"]["word"] == "slower"
-    assert d["gate"] == {"pct": None, "failed": False}
+    assert d["gate"] == {"pct": None, "failed": False, "not_judged": None}
     assert {p["part"] for p in d["parts"]} >= {"compute", "exposed communication", "free",
                                                "bubble"}
     op = d["operators"][0]
@@ -225,6 +225,7 @@ def test_a_gate_on_runs_without_a_step_time_fails_with_status_2(monkeypatch, cap
 
     verdict = types.SimpleNamespace(change_pct=float("nan"))
     fake = types.SimpleNamespace(verdict=verdict, gate_failed=False,
+                                 gate_not_judged="a run has no step time",
                                  text=lambda n_operators=None: "cannot be compared",
                                  to_dict=lambda: {})
     monkeypatch.setattr(command, "compare", lambda *a, **k: fake)
@@ -300,12 +301,48 @@ def test_a_gate_on_two_models_is_refused_not_passed(capsys) -> None:
                  ("sample:slow-rank", "sample:kineto-tiny-llama")):
         assert cli.main(["compare", a, b, "--gate", "5", "--json"]) == 2
         captured = capsys.readouterr()
-        assert json.loads(captured.out)["kind"] == "compare"
+        answer = json.loads(captured.out)
+        assert answer["kind"] == "compare"
+        # neither passed nor failed: a CI job reading the JSON sees no regression either
+        assert answer["gate"]["failed"] is None
+        assert answer["gate"]["not_judged"].startswith("not one job: the model differs")
         assert f"--gate: {a} and {b} are not one job (the model differs (num_layers" \
             in captured.err
         assert "gate two runs of one job, before and after a change" in captured.err
+        assert cli.main(["compare", a, b, "--gate", "5"]) == 2
+        text = capsys.readouterr().out
+        assert "Gate 5.00 %: not judged (not one job: the model differs" in text
+        assert "FAILED" not in text and "passed" not in text
     # without a gate the comparison itself is allowed (status 0), with its warning
     assert cli.main(["compare", "sample:kineto-tiny-llama", "sample:slow-rank"]) == 0
+
+
+def test_an_assumed_device_is_no_difference_between_jobs() -> None:
+    """A side whose profile names no chip gets a preset (source "default"): the walk found
+    two runs called "not one job" for ascend-910b → ascend-910a, the first a guess."""
+    import types
+
+    import pandas as pd
+
+    from perfkit.compare.build import not_one_job
+
+    def job(source: str) -> object:
+        return types.SimpleNamespace(model=None, hardware=object(),
+                                     source=lambda name: source)
+
+    changes = pd.DataFrame({"field": ["hardware"], "a": ["ascend-910b"],
+                            "b": ["ascend-910a"]})
+    assert not_one_job(changes, job("default"), job("profile")) == ""
+    said = not_one_job(changes, job("profile"), job("profile"))
+    assert said.startswith("not one job: the device differs (hardware ascend-910b → "
+                           "ascend-910a)")
+
+
+def test_a_threshold_given_is_not_called_the_default() -> None:
+    from perfkit.compare.verdict import step_verdict
+
+    assert "(the threshold given)" in step_verdict([100.0], [110.0], threshold_pct=5).method
+    assert "(default threshold)" in step_verdict([100.0], [110.0]).method
 
 
 @pytest.mark.slow  # four loads of two traces: about 6 s

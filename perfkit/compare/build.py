@@ -265,7 +265,8 @@ def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
     after a change, so that the verdict compares two unrelated step times: the model is
     known on both sides and differs, or the device differs (``hardware``,
     ``device_type``) while the model of a side is unknown (nothing then says it is the
-    same workload)."""
+    same workload). A ``hardware`` a side's profile does not name (its preset assumed,
+    source ``"default"``) is not taken for a difference."""
     def known(x: Any) -> bool:
         return x is not None and not (isinstance(x, float) and math.isnan(x))
 
@@ -276,8 +277,11 @@ def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
     model_known = all(j is not None and getattr(j, "model", None) is not None
                       for j in (job_a, job_b))
     said = [f"{f} {a} → {b}" for f, (a, b) in differ.items() if f in _MODEL_FIELDS]
+    # a device a side's profile does not name (a preset assumed) is no evidence either way
+    assumed = any(j is not None and getattr(j, "hardware", None) is not None
+                  and j.source("hardware") == "default" for j in (job_a, job_b))
     device = [f"{f} {a} → {b}" for f, (a, b) in differ.items()
-              if f in ("hardware", "device_type")]
+              if f == "device_type" or (f == "hardware" and not assumed)]
     if model_known and said:
         why = f"the model differs ({', '.join(said)})"
     elif device and not model_known:

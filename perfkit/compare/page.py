@@ -141,6 +141,8 @@ def _tables(cmp: Any, n_operators: int) -> list[tuple[str, list[str], list[list[
 def _gate_line(cmp: Any) -> str:
     if cmp.gate_pct is None:
         return ""
+    if cmp.gate_not_judged:
+        return f"Gate {sig(cmp.gate_pct)} %: not judged ({cmp.gate_not_judged})"
     return (f"Gate {sig(cmp.gate_pct)} %: " + (
         "FAILED (B is slower beyond the gate and the noise)" if cmp.gate_failed
         else "passed"))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .._version import __version__
 from .page import comparison_html, comparison_page, comparison_text, verdict_sentence
-from .verdict import Verdict, throughput_change_pct
+from .verdict import NOT_ONE_JOB, Verdict, throughput_change_pct
 
 __all__ = ["Side", "Comparison", "SCHEMA_VERSION", "clean"]
 
@@ -97,8 +97,24 @@ class Comparison:
 
     @property
     def gate_failed(self) -> bool:
-        """B slower than A beyond ``gate_pct`` and beyond the noise (False without gate)."""
-        return self.verdict.gate_failed(self.gate_pct)
+        """B slower than A beyond ``gate_pct`` and beyond the noise (False without a gate,
+        or with one that cannot judge these runs: :attr:`gate_not_judged`)."""
+        return self.gate_not_judged is None and self.verdict.gate_failed(self.gate_pct)
+
+    @property
+    def gate_not_judged(self) -> str | None:
+        """Why the gate cannot judge these two runs, or None (it can, or there is no gate):
+        a run without a step time, or two runs that are not one job (the ``not one job:``
+        note). Such a gate neither passes nor fails."""
+        if self.gate_pct is None:
+            return None
+        if not math.isfinite(self.verdict.change_pct):
+            return "a run has no step time"
+        unrelated = next((n for n in self.notes if n.startswith(NOT_ONE_JOB)), None)
+        if unrelated is None:
+            return None
+        why = unrelated.removeprefix(NOT_ONE_JOB).split(": the verdict")[0].strip()
+        return f"not one job: {why}"
 
     def to_dict(self, n_operators: int | None = None) -> dict[str, Any]:
         """The comparison in its JSON layout (``kind`` "compare", ``schema_version`` "1"):
@@ -125,7 +141,9 @@ class Comparison:
             "operators": _records(ops, ("name", "shape", "a_ms", "b_ms", "delta_ms",
                                         "matched", "a_calls", "b_calls")),
             "job_changes": _records(self.job_changes, ("field", "a", "b")),
-            "gate": {"pct": self.gate_pct, "failed": self.gate_failed},
+            "gate": {"pct": self.gate_pct,
+                     "failed": None if self.gate_not_judged else self.gate_failed,
+                     "not_judged": self.gate_not_judged},
             "notes": list(self.notes)})
 
     def to_frame(self) -> pd.DataFrame:

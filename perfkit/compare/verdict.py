@@ -146,6 +146,7 @@ def step_verdict(a_steps_ms: Sequence[float] | np.ndarray,
     a = _finite(a_steps_ms)
     b = _finite(b_steps_ms) * work_scale
     fallback = DEFAULT_THRESHOLD_PCT if threshold_pct is None else float(threshold_pct)
+    whose = "default threshold" if threshold_pct is None else "the threshold given"
     basis = "step" if work_scale == 1.0 else "token per device"
     assumptions = [
         "each run's step time is the median of its per-step times (per step, the slowest "
@@ -179,7 +180,7 @@ def step_verdict(a_steps_ms: Sequence[float] | np.ndarray,
         noise, band = None, fallback
         method = (f"medians of the per-step times compared; a run has fewer than "
                   f"{MIN_STEPS_FOR_NOISE} steps, so the noise cannot be estimated: a change "
-                  f"within ±{fallback:g} % (default threshold) counts as no change")
+                  f"within ±{fallback:g} % ({whose}) counts as no change")
         assumptions.append(f"the run-to-run noise is under {fallback:g} % of the step (not "
                            "measured: record several steps to measure it)")
     word = "no change" if abs(change) <= band else ("slower" if change > 0 else "faster")

@@ -136,15 +136,13 @@ def run(args: argparse.Namespace) -> int:
                                f"{exc.strerror or exc}") from None
         if not args.json:
             print(f"wrote {target}")
-    if args.gate is not None and not math.isfinite(result.verdict.change_pct):
+    why = None if args.gate is None else result.gate_not_judged
+    if why is not None and not math.isfinite(result.verdict.change_pct):
         # a gate that cannot compare must not pass silently in CI
-        raise PerfkitError(f"--gate: {args.b} cannot be compared with {args.a}: a run has no "
-                           "step time")
-    unrelated = None if args.gate is None else next(
-        (n for n in result.notes if n.startswith(NOT_ONE_JOB)), None)
-    if unrelated is not None:
+        raise PerfkitError(f"--gate: {args.b} cannot be compared with {args.a}: {why}")
+    if why is not None:
         # nor may a gate on two unrelated jobs pass (or fail) as if it judged a change
-        why = unrelated.removeprefix(NOT_ONE_JOB).split(": the verdict")[0].strip()
-        raise PerfkitError(f"--gate: {args.a} and {args.b} are not one job ({why}); gate "
-                           "two runs of one job, before and after a change")
+        raise PerfkitError(f"--gate: {args.a} and {args.b} are not one job "
+                           f"({why.removeprefix(NOT_ONE_JOB).strip()}); gate two runs of one "
+                           "job, before and after a change")
     return 1 if result.gate_failed else 0
