@@ -172,9 +172,12 @@ def _changes(old: ParallelConfig | None, new: ParallelConfig, old_model: ModelSp
              new_model: ModelSpec) -> tuple[str, ...]:
     if old is None:
         return ()
-    out = [f"{f.name} {getattr(old, f.name)} → {getattr(new, f.name)}"
-           for f in dataclasses.fields(ParallelConfig)
-           if getattr(old, f.name) != getattr(new, f.name)]
+    # the device count first: a layout on more devices is not the run's made faster
+    out = [f"devices {old.world_size} → {new.world_size}"] \
+        if old.world_size != new.world_size else []
+    out += [f"{f.name} {getattr(old, f.name)} → {getattr(new, f.name)}"
+            for f in dataclasses.fields(ParallelConfig)
+            if getattr(old, f.name) != getattr(new, f.name)]
     if old_model is not None and old_model != new_model:
         out += [f"{f.name} {getattr(old_model, f.name)} → {getattr(new_model, f.name)}"
                 for f in dataclasses.fields(ModelSpec)

@@ -35,9 +35,10 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
     Raises
     ------
     ParallelConfigError
-        The layout breaks a rule of :class:`~perfkit.ParallelConfig`, or a count given in
+        The layout breaks a rule of :class:`~perfkit.ParallelConfig`, a count given in
         ``options`` is not a whole number >= 1 (named as given, before dp or the
-        micro-batches are worked out from it).
+        micro-batches are worked out from it), or ``global_batch_size`` does not split
+        over dp × micro-batch without ``num_micro_batches`` (saying which knob moved).
     """
     changes = {k: v for k, v in options.items() if v is not None}
     for name in _COUNTS:
@@ -57,8 +58,9 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
         changes["optimizer_shard"] = dp if shard == base.dp else (shard if dp % shard == 0
                                                                    else 1)
     mbs = changes.get("micro_batch_size", base.micro_batch_size)
-    if "num_micro_batches" not in changes and global_batch_size and \
-            global_batch_size % (dp * mbs) == 0:
+    if "num_micro_batches" not in changes and global_batch_size:
+        if global_batch_size % (dp * mbs):
+            raise _unsplit(base, options, dp, mbs, global_batch_size)
         changes["num_micro_batches"] = global_batch_size // (dp * mbs)
     if changes.get("tp", base.tp) == 1 and "sequence_parallel" not in changes:
         changes["sequence_parallel"] = False
@@ -68,6 +70,23 @@ def relayout(base: ParallelConfig, options: Mapping[str, Any],
         elif isinstance(base.recompute_layers, tuple) and changes.get("pp", base.pp) != base.pp:
             changes["recompute_layers"] = _spread(base.recompute_layers, changes["pp"])
     return dataclasses.replace(base, **changes)
+
+
+def _unsplit(base: ParallelConfig, options: Mapping[str, Any], dp: int, mbs: int,
+             global_batch_size: int) -> ParallelConfigError:
+    """The run's global batch does not split over ``dp`` × ``mbs``: which knob moved
+    (dp following the device count, or the micro-batch given) and what to give instead."""
+    moved = []
+    if options.get("dp") is None and dp != base.dp:
+        moved.append(f"dp became {dp} to keep the run's {base.world_size} devices")
+    if options.get("micro_batch_size") is not None:
+        moved.append(f"micro-batch {mbs} as given")
+    why = f" ({'; '.join(moved)})" if moved else ""
+    return ParallelConfigError(
+        "global_batch_size", f"the run's global batch of {global_batch_size} sequences "
+        f"does not split over dp {dp} × micro-batch {mbs}{why}: set the data-parallel "
+        "size or the micro-batch size so that it does, or the number of micro-batches (a "
+        "new global batch)")
 
 
 def _spread(per_stage: tuple[int, ...], pp: int) -> tuple[int, ...]:

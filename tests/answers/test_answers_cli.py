@@ -3,6 +3,7 @@ against the shipped schema, and its figures equal to what the Python API gives."
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -212,3 +213,32 @@ def test_a_json_command_that_cannot_answer_prints_nothing_on_stdout(
     assert cli.main([command, str(missing), "--json"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and str(missing) in err
+
+
+def test_plan_on_more_devices_says_so_with_the_throughput_per_device(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--pp 2 --dp 16`` doubles the run's 16 devices: the walk read "step 1.09 s" against
+    the measured 1.22 s as a speed-up, with only "pp 1 → 2" among the changes."""
+    assert cli.main(["plan", DP16, "--pp", "2", "--dp", "16", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["parallel"]["world_size"] == 32
+    assert answer["changes"][0] == "devices 16 → 32"
+    assert cli.main(["plan", DP16, "--pp", "2", "--dp", "16"]) == 0
+    out = capsys.readouterr().out
+    tps = answer["tokens_per_second_per_device"]
+    # the layout's tokens per second per device: global batch × sequence / (devices × step)
+    assert tps == pytest.approx(answer["global_batch_size"] * answer["seq_length"]
+                                / (32 * answer["step_ms"] / 1e3), rel=1e-6)
+    assert f"{tps:,.0f} tokens/s per device on 32 devices" in out
+    assert "changes from the run: devices 16 → 32, pp 1 → 2" in out
+
+
+def test_plan_says_which_knob_moved_when_the_batch_does_not_split(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's batch of 8 sequences on 4 ranks: a micro-batch of 4 cannot split it. The
+    error named global_batch_size and 'dp x micro_batch_size = 16', which the user set
+    neither of."""
+    assert cli.main(["plan", "sample:slow-rank", "--micro-batch-size", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "the run's global batch of 8 sequences does not split over dp 4 × micro-batch 4" \
+        in err and "(micro-batch 4 as given)" in err

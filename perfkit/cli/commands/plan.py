@@ -87,7 +87,8 @@ def predict_text(answer: dict[str, Any]) -> str:
                f"recompute {p['recompute']} ({model}, "
                f"{answer['hardware'] or 'hardware unknown'})",
              f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
-             f"{ms(answer['high_ms'])}; {_calibrated_on(answer)})"]
+             f"{ms(answer['high_ms'])}; {_calibrated_on(answer)})"
+             + _per_device(answer)]
     cal = answer["calibration"]
     if cal and cal["measured_step_ms"] is not None and cal["source"] == "step time":
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, which the "
@@ -109,6 +110,16 @@ def predict_text(answer: dict[str, Any]) -> str:
         lines += textwrap.wrap(f"calibration: {n}", 100, initial_indent="  ",
                                subsequent_indent="    ")
     return "\n".join(lines)
+
+
+def _per_device(answer: dict[str, Any]) -> str:
+    """``, 3,770 tokens/s per device on 32 devices``: what a layout on more (or fewer)
+    devices than the run does per device, beside its step."""
+    tps = answer.get("tokens_per_second_per_device")
+    if tps is None:
+        return ""
+    return (f", {tps:,.0f} tokens/s per device on "
+            f"{answer['parallel']['world_size']:,} devices")
 
 
 def _calibrated_on(answer: dict[str, Any]) -> str:
