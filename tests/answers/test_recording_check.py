@@ -181,3 +181,25 @@ def test_counters_of_another_aic_metrics_set_are_not_taken_for_the_pipe_ratios(
     pmu = [i for i in _check(folder, capsys)["items"] if "aic_metrics" in i["switch"]]
     assert len(pmu) == 1 and pmu[0]["status"] == "missing", pmu
     assert "aic_mac_fp16_ratio" in pmu[0]["evidence"]
+
+
+@pytest.mark.shared_samples
+def test_device_tasks_are_counted_apart_from_memory_copies() -> None:
+    """The check called every device task a kernel: on the ResNet-50 trace, 9,096 "device
+    kernels" were kernels, memsets and memcpys (counted here in the raw trace)."""
+    from raw_kineto import raw_events
+    from shared_samples import KINETO_TRACES
+
+    import perfkit as pk
+    from perfkit.analysis.recording_check import recording_check
+
+    trace = sample(KINETO_TRACES["k_resnet50_nw0"])
+    # this old trace's categories: Kernel, Memset, Memcpy (newer ones: kernel, gpu_mem*)
+    cats = [str(e.get("cat")).lower() for e in raw_events(trace) if e.get("ph") == "X"]
+    kernels = cats.count("kernel")
+    copies = cats.count("memcpy") + cats.count("memset")
+    assert kernels and copies
+    table = recording_check(pk.load(trace.parent, progress=False))
+    (said,) = table.loc[table["analysis"].str.startswith("device kernels"), "evidence"]
+    assert said == (f"{kernels + copies:,} device tasks: {kernels:,} kernels, {copies:,} "
+                    "memory copies and sets")
