@@ -74,9 +74,11 @@ def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
         return error_result(error_answer(exc, path=path))
 
 
-def _arguments_error(tool: str, exc: BaseException) -> dict[str, Any]:
+def _arguments_error(tool: str, exc: BaseException,
+                     path: str | None = None) -> dict[str, Any]:
     """The ``error`` answer of arguments the SDK refused (pydantic's ``ValidationError``):
-    which argument, and what it must be, in one line."""
+    which argument, and what it must be, in one line; ``path``: the call's own, where it
+    gave one."""
     errors = exc.errors() if hasattr(exc, "errors") else []
     said = []
     for e in errors:
@@ -84,7 +86,7 @@ def _arguments_error(tool: str, exc: BaseException) -> dict[str, Any]:
         said.append(f"{name}: {'missing' if e.get('type') == 'missing' else e.get('msg')}")
     first = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else None
     err = InvalidArgumentError(first or "arguments", "; ".join(said) or str(exc))
-    answer = error_answer(err, parameter=first)
+    answer = error_answer(err, path=path, parameter=first)
     answer["message"] = f"{tool}: {'; '.join(said) or ' '.join(str(exc).split())}"
     return answer
 
@@ -101,15 +103,33 @@ def _server_with_answers(base: type) -> type:
                 cause = exc.__cause__
                 if type(cause).__name__ != "ValidationError":
                     raise
-                return error_result(_arguments_error(name, cause))
+                path = (arguments or {}).get("path")
+                return error_result(_arguments_error(
+                    name, cause, path if isinstance(path, str) else None))
 
     return PerfkitServer
+
+
+def _named(cls: type) -> Any:
+    """An instance of ``cls`` that introduces itself as perfkit, with perfkit's version
+    (mcp 2 takes ``version=``; mcp 1's FastMCP does not, and its low-level server holds it)."""
+    import inspect
+
+    from .._version import __version__
+
+    if "version" in inspect.signature(cls.__init__).parameters:
+        return cls("perfkit", instructions=INSTRUCTIONS, version=__version__)
+    server = cls("perfkit", instructions=INSTRUCTIONS)
+    lowlevel = getattr(server, "_mcp_server", None)
+    if lowlevel is not None and hasattr(lowlevel, "version"):
+        lowlevel.version = __version__
+    return server
 
 
 def build_server(allow: Iterable[str | os.PathLike[str]]) -> Any:
     """The MCP server with perfkit's tools, reading only inside ``allow``."""
     tools = Tools(allow)
-    server = _server_with_answers(server_class())("perfkit", instructions=INSTRUCTIONS)
+    server = _named(_server_with_answers(server_class()))
 
     @server.tool()
     def open_profile(path: str, run: int | str | None = None, findings: int = 5) -> dict[str, Any]:

@@ -19,6 +19,8 @@ anyio = pytest.importorskip("anyio")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
+from perfkit._version import __version__ as pk_version  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "data"
 TOOLS = {"open_profile", "list_runs", "get_job", "advise", "check_recording", "compare",
          "predict_layout"}
@@ -42,7 +44,7 @@ async def _session_calls(allowed: Path, outside: Path) -> dict[str, Any]:
     with open(os.devnull, "w") as errlog:  # the loaders' progress lines go to stderr
         async with stdio_client(params, errlog=errlog) as (read, write), \
                 ClientSession(read, write) as session:
-            await session.initialize()
+            out["init"] = await session.initialize()
             out["tools"] = {t.name for t in (await session.list_tools()).tools}
             out["advise"] = await session.call_tool(
                 "advise", {"path": "sample:slow-rank", "limit": 1})
@@ -117,6 +119,11 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
         assert said in error["message"] and "\n" not in error["message"], (name, error)
         assert "pydantic" not in error["message"]
     assert json.loads(_text(out["missing"]))["path"] == str(allowed / "nothing-here")
+    # an argument refused by its type still names the call's path
+    assert json.loads(_text(out["not_a_number"]))["path"] == "sample:slow-rank"
+    init = out["init"]  # the server introduces itself with perfkit's version
+    info = getattr(init, "server_info", None) or init.serverInfo
+    assert (info.name, info.version) == ("perfkit", pk_version)
     assert sorted(os.listdir(allowed)) == ["rank0.pt.trace.json.gz"]  # nothing written
 
 
