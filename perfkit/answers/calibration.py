@@ -38,6 +38,16 @@ TOOL_OPTIONS: Mapping[str, str] = {
 }
 
 
+def _preset(kind: Any, name: str, field: str, options: Mapping[str, str]) -> Any:
+    """``kind.preset(name)``; an unknown name refused as the caller's option for it
+    (``--hardware``, ``hardware=``), not as the preset method's ``name``."""
+    try:
+        return kind.preset(name)
+    except InvalidArgumentError as exc:
+        option = options[field].split(" ", 1)[0].split("=", 1)[0]
+        raise InvalidArgumentError(option, exc.rule, exc.value) from None
+
+
 def calibrated(profile: Any, *, config: Sequence[str] | None = None,
                model: str | None = None, hardware: str | None = None,
                options: Mapping[str, str] = CLI_OPTIONS) -> Any:
@@ -85,8 +95,10 @@ def calibrated(profile: Any, *, config: Sequence[str] | None = None,
                 "this profile is an inference step, not a training step (it runs no "
                 "backward pass): the step model predicts training steps (forward, backward, "
                 f"optimizer), which is not this run. Its measured figures: {options['info']}")
-        chosen = {"model": ModelSpec.preset(model) if model else job.model,
-                  "hardware": Hardware.preset(hardware) if hardware else job.hardware}
+        chosen = {"model": _preset(ModelSpec, model, "model", options) if model
+                  else job.model,
+                  "hardware": _preset(Hardware, hardware, "hardware", options) if hardware
+                  else job.hardware}
         for name, value in chosen.items():
             if value is None:
                 raise InvalidArgumentError(name, f"the profile does not show it; give "

@@ -25,7 +25,20 @@ def test_a_missing_device_names_the_option_that_gives_it(
     assert "hardware: the profile does not show it; give --hardware NAME" in err
     assert "calibrate()" not in err
     assert cli.main(["plan", TINY, "--hardware", "no-such-device"]) == 2
-    assert "unknown hardware preset" in capsys.readouterr().err
+    err = capsys.readouterr().err  # named as the option given, not the preset's "name:"
+    assert err.startswith("perfkit: error: --hardware: unknown hardware preset") and \
+        "h100" in err
+    assert cli.main(["plan", TINY, "--model", "no-such-model", "--hardware", "h100"]) == 2
+    assert capsys.readouterr().err.startswith("perfkit: error: --model: unknown model preset")
+
+
+def test_an_unknown_option_is_refused_with_the_commands_usage(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``perfkit plan PATH --bogus`` printed the list of commands, not plan's usage."""
+    assert cli.main(["plan", TINY, "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: perfkit plan") and \
+        "perfkit plan: error: unrecognized arguments: --bogus" in err
 
 
 def test_hardware_given_on_the_command_line_is_the_one_calibrated(
