@@ -139,5 +139,5 @@ def _sample_lines() -> list[str]:
     except ResourceError as exc:
         return ["", f"Bundled samples: none ({exc})"]
     width = max((len(s.spec) for s in found), default=0) + 2
-    return ["", "Bundled samples (pass sample:NAME for PATH to info, advise, check, plan, "
-                "report, serve):"] + [f"  {s.spec:<{width}}{s.description}" for s in found]
+    return ["", "Bundled samples (sample:NAME wherever a command takes a profile: info, "
+                "advise, check, plan, compare, report, serve, and the tools of mcp):"] + [f"  {s.spec:<{width}}{s.description}" for s in found]
