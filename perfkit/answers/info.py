@@ -10,7 +10,7 @@ from ..errors import PerfkitError
 from .advise import findings_list
 from .common import envelope, number, plain
 
-__all__ = ["profile_dict", "job_dict", "steps_dict", "info_answer"]
+__all__ = ["profile_dict", "job_dict", "steps_dict", "figures_dict", "info_answer"]
 
 
 def profile_dict(profile: Any) -> dict[str, Any]:
@@ -61,23 +61,87 @@ def steps_dict(profile: Any) -> dict[str, Any]:
     """The steps: their numbers, the measured step time in ms
     (:func:`perfkit.analysis.measured_step_s`: the median over steps of the slowest rank's
     wall time) and what it is over (:func:`perfkit.analysis.steps.step_basis`); with
-    ``why`` instead where the profile has no step with a duration."""
+    ``why`` instead where the profile has no step with a duration. ``split``: where the
+    step goes (:func:`perfkit.widgets.headline.step_split`: ``part``, ``label``,
+    ``share``, summed over ``split_over`` ranks and steps), empty where the profile does
+    not divide its steps; ``per_step``: each step's slowest rank, its wall time in ms and
+    the shares of its split (:func:`perfkit.widgets.slowest_steps.slowest_steps`), as
+    ``perfkit info`` prints them."""
     from ..analysis import measured_step_s, step_breakdown
     from ..analysis.steps import step_basis
 
+    none = {"count": 0, "ids": [], "step_ms": None, "basis": "", "split": [],
+            "split_over": None, "per_step": []}
     try:
         steps = step_breakdown(profile)
     except PerfkitError as exc:
-        return {"count": 0, "ids": [], "step_ms": None, "basis": "", "why": str(exc)}
+        return {**none, "why": str(exc)}
     if steps.empty or "step" not in steps.columns:
         why = "; ".join(steps.attrs.get("notes", [])) or "no step found"
-        return {"count": 0, "ids": [], "step_ms": None, "basis": "", "why": why}
+        return {**none, "why": why}
     ids = sorted({int(s) for s in steps["step"].dropna().tolist()})
     step_s = number(measured_step_s(steps))
     return {"count": len(ids) or 1, "ids": ids,
             "step_ms": None if step_s is None else step_s * 1e3,
             "basis": step_basis(steps) if step_s is not None else "",
-            "why": "" if step_s is not None else "no step has a duration"}
+            "why": "" if step_s is not None else "no step has a duration",
+            **(_split(steps) if step_s is not None else
+               {k: none[k] for k in ("split", "split_over", "per_step")})}
+
+
+def _split(steps: Any) -> dict[str, Any]:
+    """``split``, ``split_over`` and ``per_step`` of :func:`steps_dict`."""
+    from ..widgets.headline import step_split
+    from ..widgets.slowest_steps import slowest_steps
+
+    split = step_split(steps)
+    divided = not split.empty and bool(split.attrs.get("rows", 1))
+    shown = slowest_steps(steps, rounded=False)
+    per_step = [{"step": None if r["step"] is None else int(r["step"]),
+                 "rank": None if r["rank"] is None else int(r["rank"]),
+                 "step_ms": None if number(r["wall_us"]) is None else r["wall_us"] / 1e3,
+                 "shares": {c: number(r[c]) for c in shown.parts}}
+                for r in (plain(rec) for rec in shown.rows.to_dict("records"))]
+    return {"split": [{"part": str(r.part), "label": str(r.label), "share": number(r.share)}
+                      for r in split.itertuples()] if divided else [],
+            "split_over": {"ranks": int(split.attrs["ranks"]),
+                           "steps": int(split.attrs["steps"])} if divided else None,
+            "per_step": per_step}
+
+
+def figures_dict(job: Any) -> dict[str, Any]:
+    """The job's figures as ``perfkit info`` prints them (:func:`perfkit.widgets.summary.
+    job_summary`: tokens/s per device, MFU, HFU, memory, the uncalibrated step estimate
+    ...), each ``key``, ``metric``, ``value``, ``unit``, ``text``, ``note`` and ``warning``
+    (a flagged figure's value is null: never a plain number); ``why`` where they cannot
+    be computed (the model, the device or the step time not known: tokens/s per device
+    alone then, where the batch, the devices and the step are known)."""
+    from ..widgets.summary import job_summary
+
+    if job.missing():  # throughput needs only the batch, the devices and the step
+        from ..job.unknowns import unknown_labels
+        from ..widgets.headline import throughput_figure
+
+        labels = unknown_labels(job, ("model", "hardware", "step_time_s"))
+        tps = throughput_figure(job, job.step_time_s or float("nan"))
+        rows = [] if tps.value is None else [{
+            "key": "tokens_per_s_per_device", "metric": "tokens/s per device",
+            "value": number(tps.value), "unit": "tokens/s",
+            "text": tps.text.split(" tokens")[0], "note": tps.note, "warning": None}]
+        return {"rows": rows, "why": "other figures not computed: " + ", ".join(labels)
+                + " not known"}
+    try:
+        summary = job_summary(job)
+    except PerfkitError as exc:
+        return {"rows": [], "why": f"not computed: {exc}"}
+    rows = []
+    for r in summary.to_dict("records"):
+        warning = r["warning"] if isinstance(r["warning"], str) and r["warning"] else None
+        rows.append({"key": str(r["key"]), "metric": str(r["metric"]),
+                     "value": None if warning else number(r["value"]),
+                     "unit": str(r["unit"]), "text": str(r["text"]),
+                     "note": str(r["note"]), "warning": warning})
+    return {"rows": rows, "why": ""}
 
 
 def info_answer(profile: Any, n_findings: int = 5, config: Any = None,
@@ -99,8 +163,9 @@ def info_answer(profile: Any, n_findings: int = 5, config: Any = None,
     Returns
     -------
     dict
-        ``{"kind": "info", ..., "profile": profile_dict, "job": job_dict, "steps":
-        steps_dict, "findings_total": int|None, "findings": [...], "recording": [...]}``.
+        ``{"kind": "info", ..., "profile": profile_dict, "job": job_dict, "figures":
+        figures_dict, "steps": steps_dict, "findings_total": int|None, "findings": [...],
+        "recording": [...]}``.
     """
     from ..job import infer_job
 
@@ -115,7 +180,8 @@ def info_answer(profile: Any, n_findings: int = 5, config: Any = None,
         total = len(found)
         findings = findings_list(found, n_findings)
     out = {"profile": profile_dict(profile), "job": job_dict(job),
-           "steps": steps_dict(profile), "findings_total": total, "findings": findings}
+           "figures": figures_dict(job), "steps": steps_dict(profile),
+           "findings_total": total, "findings": findings}
     if recording:
         from .check import check_items
 

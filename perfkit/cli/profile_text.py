@@ -111,15 +111,10 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     from .._shares import rounded_split
     from ..analysis import measured_step_s, step_breakdown
     from ..analysis.recorded import withheld_text
-    from ..analysis.steps import has_wait, step_basis, step_wall_us
+    from ..analysis.steps import step_basis, step_wall_us
     from ..format import sig, time_text, time_unit
-    from ..widgets.headline import (
-        UNDIVIDED_NOTE,
-        split_step_us,
-        step_split,
-        undivided_split,
-        with_exposed_comm,
-    )
+    from ..widgets.headline import UNDIVIDED_NOTE, step_split, with_exposed_comm
+    from ..widgets.slowest_steps import slowest_steps
 
     try:
         steps = step_breakdown(profile)
@@ -160,50 +155,30 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     elif not split.empty:
         lines += _wrap("where the step goes: unknown (no step has its computing, exposed "
                        "communication and free time in this profile)", "  ")
-    # each step's wall time (the device span and the wait before it), as the headline
-    known = known.assign(wall_us=step_wall_us(known))
     if phases or (not split.empty and not split.attrs.get("rows", 1)):
-        return lines + _phase_rows(known, phases, max_steps)
-    has_bubble = bool(known["bubble_us"].fillna(0).gt(0).any())
-    unit, size = time_unit(known["wall_us"])
-    head = f"step ({unit})"
-    # computing and free time given only together (legacy MindSpore): one column for both,
-    # and the wait before MindSpore's step is the step trace's interval (split_step_us)
-    together = undivided_split(known)
-    wait = ("iteration_interval_us" if together and "iteration_interval_us" in known.columns
-            and bool(known["iteration_interval_us"].fillna(0).gt(0).any())
-            else "preparing_us")
-    waits = has_wait(known) or wait != "preparing_us"
-    first, first_head = (("computing_or_free_us", "comp./idle") if together else
-                         ("computing_us", "computing"))
-    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {head:>10}  {first_head:>9}  "
-                 f"{'comm exposed':>12}" + (f"  {'bubble':>7}" if has_bubble else "")
-                 + ("" if together else f"  {'free':>7}")
-                 + (f"  {'wait':>7}" if waits else ""))
-    slowest = known.loc[known.groupby("step", dropna=False)["wall_us"].idxmax()]
-    # the shares of the step's split (split_step_us, as the headline's), rounded to 0.1 %
-    # so that each step's add up to 100.0 % as printed
-    cols = [c for c in (first, "comm_exposed_us", "bubble_us",
-                        *(() if together else ("free_us",)), wait)
-            if c in slowest.columns]
-    whole = split_step_us(slowest)
-    whole = whole.where(whole > 0)
-    shown = rounded_split(pd.DataFrame({c: slowest[c].astype("float64") / whole
-                                        for c in cols}))
-    for label, row in slowest.head(max_steps).iterrows():
+        # each step's wall time (the device span and the wait before it), as the headline
+        return lines + _phase_rows(known.assign(wall_us=step_wall_us(known)), phases,
+                                   max_steps)
+    # each step's slowest rank, its wall time and the shares of its split, as the info
+    # answer gives them; computing and free time given only together (legacy MindSpore):
+    # one column for both, and the wait before MindSpore's step is the step trace's
+    # interval (split_step_us)
+    steps_shown = slowest_steps(known)
+    slowest = steps_shown.rows
+    unit, size = time_unit(slowest["wall_us"])
+    heads = {"computing_us": "computing", "computing_or_free_us": "comp./idle",
+             "comm_exposed_us": "comm exposed", "bubble_us": "bubble", "free_us": "free",
+             "preparing_us": "wait", "iteration_interval_us": "wait"}
+    widths = {"computing_us": 9, "computing_or_free_us": 9, "comm_exposed_us": 12}
+    lines.append(f"  {'step':>6}  {'slowest rank':>12}  {f'step ({unit})':>10}"
+                 + "".join(f"  {heads[c]:>{widths.get(c, 7)}}" for c in steps_shown.parts))
+    for _, row in slowest.head(max_steps).iterrows():
         # a trace without step marks is one unnumbered step (pd.NA in an Int64 column)
         step = "NA" if pd.isna(row["step"]) else int(row["step"])
         rank = "NA" if pd.isna(row["rank"]) else int(row["rank"])
-
-        def share(col: str, label: Any = label) -> str:
-            return _pct(shown.at[label, col]) if col in shown.columns else "-"
-
-        lines.append(f"  {step!s:>6}  {rank!s:>12}  "
-                     f"{sig(row['wall_us'] / size):>10}  "
-                     f"{share(first):>9}  {share('comm_exposed_us'):>12}"
-                     + (f"  {share('bubble_us'):>7}" if has_bubble else "")
-                     + ("" if together else f"  {share('free_us'):>7}")
-                     + (f"  {share(wait):>7}" if waits else ""))
+        lines.append(f"  {step!s:>6}  {rank!s:>12}  {sig(row['wall_us'] / size):>10}"
+                     + "".join(f"  {_pct(row[c]):>{widths.get(c, 7)}}"
+                               for c in steps_shown.parts))
     if len(slowest) > max_steps:
         lines.append(f"  ... {len(slowest) - max_steps} more steps")
     return lines

@@ -240,12 +240,14 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Figure:
-    """One headline figure: its name, its text, how it was counted, and a warning."""
+    """One headline figure: its name, its text, how it was counted, a warning and, where
+    the text is one number, that number (for the JSON answers)."""
 
     name: str
     text: str
     note: str
     warning: str | None = None
+    value: float | None = None
 
 
 @dataclass
@@ -288,7 +290,7 @@ def throughput_figure(job: Job | None, step_s: float,
     return Figure(name, f"{number_text(tps)} tokens/s per device",
                   f"{per_step} over "
                   f"{counted(devices, 'device')} "
-                  f"[{job.source('global_batch_size')}]")
+                  f"[{job.source('global_batch_size')}]", value=float(tps))
 
 
 def mfu_figure(job: Job | None, no_job: str = "no job: open a profile") -> Figure:

@@ -242,3 +242,44 @@ def test_plan_says_which_knob_moved_when_the_batch_does_not_split(
     err = capsys.readouterr().err
     assert "the run's global batch of 8 sequences does not split over dp 4 × micro-batch 4" \
         in err and "(micro-batch 4 as given)" in err
+
+
+def test_info_json_gives_the_figures_and_split_the_text_prints(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's walk: ``info --json`` left out MFU, tokens/s per device, where the step
+    goes and the per-step table, all printed by ``perfkit info``. Checked against the
+    steps table read here and the text of the same command."""
+    answer = _json(["info", SLOW, "--json", "--findings", "0"], capsys)
+    validate(answer, "info")
+    figures = {r["key"]: r for r in answer["figures"]["rows"]}
+    job, steps = answer["job"], answer["steps"]
+    tokens = job["global_batch_size"] * job["seq_length"]
+    # B·s / (step · devices), from the answer's own step and layout
+    assert figures["tokens_per_s_per_device"]["value"] == pytest.approx(
+        tokens / (steps["step_ms"] / 1e3 * job["parallel"]["world_size"]), rel=1e-9)
+    assert figures["mfu"]["unit"] == "fraction" and 0 < figures["mfu"]["value"] < 1
+    profile = pk.load(SLOW)
+    s = profile.steps
+    wall = (s["computing_us"] + s["comm_not_overlapped_us"] + s["free_us"]
+            + s["preparing_us"].fillna(0))
+    split = {r["part"]: r["share"] for r in steps["split"]}
+    assert math.fsum(split.values()) == pytest.approx(1.0)
+    assert split["computing_us"] == pytest.approx(s["computing_us"].sum() / wall.sum())
+    assert steps["split_over"] == {"ranks": s["rank"].nunique(), "steps": s["step"].nunique()}
+    for row in steps["per_step"]:  # each step's slowest rank and its wall time
+        mine = wall[s["step"] == row["step"]]
+        assert row["step_ms"] == pytest.approx(float(mine.max()) / 1e3)
+        assert row["rank"] == int(s.loc[mine.idxmax(), "rank"])
+        assert math.fsum(row["shares"].values()) == pytest.approx(1.0)
+    assert cli.main(["info", SLOW, "--findings", "0"]) == 0
+    text = capsys.readouterr().out
+    for key in ("tokens_per_s_per_device", "mfu", "hfu"):
+        assert f"{figures[key]['metric']:<36}{figures[key]['text']}" in text
+
+
+def test_info_json_says_why_figures_are_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    answer = _json(["info", "sample:kineto-tiny-llama", "--json", "--findings", "0"], capsys)
+    validate(answer, "info")
+    assert answer["job"]["hardware"] is None  # a CPU recording names no accelerator
+    assert "not known" in answer["figures"]["why"]
+    assert [r["key"] for r in answer["figures"]["rows"]] in ([], ["tokens_per_s_per_device"])

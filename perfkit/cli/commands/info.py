@@ -140,4 +140,5 @@ def _sample_lines() -> list[str]:
         return ["", f"Bundled samples: none ({exc})"]
     width = max((len(s.spec) for s in found), default=0) + 2
     return ["", "Bundled samples (sample:NAME wherever a command takes a profile: info, "
-                "advise, check, plan, compare, report, serve, and the tools of mcp):"] + [f"  {s.spec:<{width}}{s.description}" for s in found]
+                "advise, check, plan, compare, report, serve, and the tools of mcp):"] + [
+        f"  {s.spec:<{width}}{s.description}" for s in found]
