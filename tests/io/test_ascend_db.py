@@ -165,3 +165,25 @@ def test_the_pmu_pipe_ratios_are_read_from_task_pmu_info():
 
     bound = pk.analysis.operator_bound(p)
     assert len(bound) and set(bound["bound"]) <= {"compute", "memory", "latency"}
+
+
+def test_a_damaged_pmu_table_leaves_the_kernels_and_says_why(tmp_path):
+    """TASK_PMU_INFO is extra counters: a copy whose table lost its value column loads
+    with every kernel, no PMU column, and a note naming the table (not a failed load)."""
+    import shutil
+
+    user = tmp_path / "job"
+    shutil.copytree(DATA / "rank0_ascend_pt", user / "rank0_ascend_pt")
+    db = user / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / DB0.name
+    for extra in db.parent.glob(DB0.name + "-*"):  # a WAL left by a writer elsewhere
+        extra.unlink()
+    con = sqlite3.connect(db)
+    con.execute("alter table TASK_PMU_INFO rename to OLD")
+    con.execute("create table TASK_PMU_INFO (globalTaskId INTEGER, name INTEGER)")
+    con.commit()
+    con.close()
+    p = detect.load(db, cache=False)
+    whole = detect.load(DB0, cache=False)
+    assert len(p.kernels) == len(whole.kernels)
+    assert not any(c.endswith("_ratio") for c in p.kernels.columns)
+    assert any("TASK_PMU_INFO could not be read" in n for n in p.meta.notes), p.meta.notes

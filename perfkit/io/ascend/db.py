@@ -205,7 +205,12 @@ def _pmu_ratios(con: sqlite3.Connection, path: Path, strings: pd.Series) -> pd.D
     The export writes this table when the run recorded ``aic_metrics``; which metrics it
     holds follows the setting (PipeUtilization: the pipes' ratios). The ``*_time`` metrics
     are left out: the table does not state their unit."""
-    pmu = _query(con, path, "select globalTaskId, name, value from TASK_PMU_INFO")
+    try:
+        pmu = _query(con, path, "select globalTaskId, name, value from TASK_PMU_INFO")
+    except ProfileError as exc:  # extra counters: the kernels stand without them
+        note(f"{path.name}: TASK_PMU_INFO could not be read ({exc.problem}); the kernels "
+             "have no PMU ratios")
+        return None
     if pmu.empty:
         return None
     pmu["name"] = _map(pmu["name"], strings, f"{path.name} TASK_PMU_INFO.name")
