@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["every_note"]
+__all__ = ["every_note", "runs_apart"]
 
 
 def every_note(profile: Any) -> list[str]:
@@ -62,3 +62,20 @@ def _said(note: str, rank: int, notes: list[str]) -> bool:
     pattern = re.compile("(?:" + re.escape(note).replace(
         re.escape(number), r"(?:\{rank\}|" + number + ")") + ")$")
     return any(pattern.search(n) for n in notes)
+
+
+def runs_apart(profile: Any) -> str:
+    """A sentence when the loaded ranks look like separate runs (no common step number or
+    time: the loader's ``meta.extra["apart"]``), else ``""``: figures fitted or summed
+    over them mix runs. The dashboard's warning (:func:`perfkit.widgets.dashboard_open.
+    apart_warning`), the Planner's fit and ``perfkit plan`` say it in these words."""
+    apart = getattr(getattr(profile, "meta", None), "extra", {}).get("apart")
+    if not apart:
+        return ""
+    from .format import listed
+
+    groups = "; ".join(f"rank{'s' if len(g) > 1 else ''} {listed(g)}" for g in apart)
+    return (f"These ranks look like {len(apart)} separate runs ({groups}): they share no "
+            "step number and no time, so figures over them mix runs. Open each run's "
+            "folder or file on its own, or load them apart with "
+            "perfkit.load(path, ranks=[...]).")

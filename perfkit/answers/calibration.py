@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError, PerfkitError
+from ..notes import runs_apart
 
 __all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "STEP_TIME_ONLY", "calibrated", "on_step_time"]
 
@@ -51,7 +52,10 @@ def _preset(kind: Any, name: str, field: str, options: Mapping[str, str]) -> Any
 def calibrated(profile: Any, *, config: Sequence[str] | None = None,
                model: str | None = None, hardware: str | None = None,
                options: Mapping[str, str] = CLI_OPTIONS) -> Any:
-    """:func:`perfkit.plan.calibrate` on ``profile`` with what the caller gave.
+    """:func:`perfkit.plan.calibrate` on ``profile`` with what the caller gave, fitted as
+    the Planner tab fits (:func:`perfkit.widgets.prediction_fit.fit_job`): with the job's
+    static-memory scheme, closed on the measured computing time (``close=True``), so that
+    ``perfkit plan`` and the tab predict a layout alike.
 
     Parameters
     ----------
@@ -105,8 +109,10 @@ def calibrated(profile: Any, *, config: Sequence[str] | None = None,
                                            f"{options[name]}; {options['presets']}")
         if config:  # the config's layout wins over the profile's, as in perfkit info
             chosen["parallel"] = job.parallel
-        try:
-            return calibrate(profile, **chosen)
+        try:  # as the Planner tab fits (perfkit.widgets.prediction_fit.fit_job): closed
+            cal = calibrate(profile, **chosen, static_scheme=job.static_scheme, close=True)
+            apart = runs_apart(profile)  # a fit over separate runs mixes them: said first
+            return dataclasses.replace(cal, notes=(apart, *cal.notes)) if apart else cal
         except InvalidArgumentError as exc:
             if exc.parameter != "source":  # calibrate's name for the profile itself
                 raise

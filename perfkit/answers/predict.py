@@ -24,8 +24,10 @@ def predict_answer(prediction: Any, calibration: Any = None,
     ----------
     prediction : Prediction
     calibration : Calibration, optional
-        The calibration it was predicted from (its measured and refitted step are
-        reported under ``calibration``).
+        The calibration it was predicted from, reported under ``calibration``: the
+        measured step, the fitted model's step before closing (``predicted_step_ms``,
+        ``residual_pct``), whether it was then ``closed`` on the measured computing time
+        and the calibrating layout's step after (``closed_step_ms``).
     path : str
         The profile calibrated on.
 
@@ -45,6 +47,8 @@ def predict_answer(prediction: Any, calibration: Any = None,
     if calibration is not None:
         cal = {"measured_step_ms": _ms(calibration.measured_step_s),
                "predicted_step_ms": _ms(calibration.predicted_step_s),
+               "closed": bool(getattr(calibration, "closed", False)),
+               "closed_step_ms": _ms(getattr(calibration, "estimated_step_s", None)),
                "residual_pct": (None if number(calibration.residual) is None
                                 else 100.0 * float(calibration.residual)),
                "source": str(calibration.source),

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..bundled_samples import sample_hint
 from ..errors import InvalidArgumentError, ProfileError
-from ..format import listed
 from ..io.engines.local import load
+from ..notes import runs_apart
 from .markup import warning_html
 from .overview import bundled_profile, bundled_profiles
 
@@ -60,11 +60,5 @@ def apart_warning(profile: Any) -> str:
     time: :func:`perfkit.load`'s note, ``meta.extra["apart"]``), else ``""``: the figures
     of such a page mix runs, which the notes at the bottom of the Overview alone would
     hide."""
-    apart = getattr(getattr(profile, "meta", None), "extra", {}).get("apart")
-    if not apart:
-        return ""
-    groups = "; ".join(f"rank{'s' if len(g) > 1 else ''} {listed(g)}" for g in apart)
-    return warning_html(
-        f"These ranks look like {len(apart)} separate runs ({groups}): they share no step "
-        "number and no time, so the figures below mix runs. Open each run's folder on its "
-        "own, or load them apart with perfkit.load(path, ranks=[...]).")
+    said = runs_apart(profile)
+    return warning_html(said) if said else ""

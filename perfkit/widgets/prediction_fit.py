@@ -15,6 +15,7 @@ from ..answers.calibration import on_step_time
 from ..errors import PerfkitError, check_choice
 from ..format import signed_share_text, time_text
 from ..job import Job
+from ..notes import runs_apart
 from ..plan import Calibration, Prediction, calibrate, predict
 from ..plan.calibrate import (
     BACKWARD_CLOSING,
@@ -142,6 +143,8 @@ def fit_job(profile: Any, job: Job, closing: str = "one") -> PlannerFit:
                        if gap and not forward_only else "")
                     + (_closing_words(cal) if not forward_only else "."))
         sentence += gradient_sentence(cal)
+        apart = runs_apart(profile)  # the page's warning, where the fit is read too
+        sentence = f"⚠ {apart} " + sentence if apart else sentence
         notes = tuple(n for n in cal.notes if n not in (gap, NOT_CLOSED_NOTE))
         if forward_only:
             sentence += (" The profile runs no backward pass: it measures a forward pass and "

@@ -93,10 +93,17 @@ def predict_text(answer: dict[str, Any]) -> str:
     if cal and cal["measured_step_ms"] is not None and cal["source"] == "step time":
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, which the "
                      "model was scaled to (equal by construction: no check of the model)")
+    elif cal and cal["measured_step_ms"] is not None and cal.get("closed"):
+        # as the Planner tab says it: the fit against the run, then the closed model
+        lines += _wrap_line(
+            f"the profiled run: measured {ms(cal['measured_step_ms'])}; the fitted model gave "
+            f"it {ms(cal['predicted_step_ms'])}{_signed(cal.get('residual_pct'))}, closed on "
+            f"the measured computing time it gives {ms(cal['closed_step_ms'])}"
+            + _residual_words(cal, answer, cal["closed_step_ms"]))
     elif cal and cal["measured_step_ms"] is not None:
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, the "
                      f"calibrated model gives it {ms(cal['predicted_step_ms'])}"
-                     + _residual_words(cal, answer))
+                     + _residual_words(cal, answer, cal["predicted_step_ms"]))
     parts = ", ".join(f"{k} {ms(v)}" for k, v in answer["parts_ms"].items()
                       if v is not None and v > 0)
     lines.append(f"  parts: {parts or 'none'}")
@@ -132,14 +139,26 @@ def _calibrated_on(answer: dict[str, Any]) -> str:
     return "calibrated on the profile"
 
 
-def _residual_words(cal: dict[str, Any], answer: dict[str, Any]) -> str:
-    """`` (−14.8 %, outside the band: …)``: how far the calibrated model is from the
-    profiled run, and, for the run's own layout, whether the measurement is in the band."""
-    pct = cal.get("residual_pct")
-    if pct is None:
+def _signed(pct: float | None) -> str:
+    """`` (−14.8 %)``, or nothing without a figure."""
+    return "" if pct is None else f" ({pct:+.1f} %)".replace("-", "−")
+
+
+def _wrap_line(text: str) -> list[str]:
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
+
+
+def _residual_words(cal: dict[str, Any], answer: dict[str, Any],
+                    model_ms: float | None) -> str:
+    """`` (−14.8 %, outside the band: …)``: how far the model (``model_ms``: the fitted
+    or the closed one) is from the profiled run, and, for the run's own layout, whether
+    the measurement is in the band."""
+    measured = cal["measured_step_ms"]
+    if model_ms is None or not measured:
         return ""
+    pct = 100.0 * (model_ms / measured - 1.0)
     text = f" ({pct:+.1f} %".replace("-", "−")
-    low, high, measured = answer["low_ms"], answer["high_ms"], cal["measured_step_ms"]
+    low, high = answer["low_ms"], answer["high_ms"]
     if not answer["changes"] and low is not None and high is not None:
         if low <= measured <= high:
             text += ", inside the band"
