@@ -240,6 +240,13 @@ def test_the_planner_tab_predicts_again_with_the_edited_assumptions(board) -> No
     assert tab.fit.prediction.step_s - ddp.step_s == pytest.approx(
         (shown + 2000.0) * 1e-6 - was, rel=1e-6)
     assert "You changed overhead_s" in panel_html(tab)
+    # an edit is a what-if: the gap to the run is the change's, and the run is not blamed
+    # (the walk of session 34 read "outside the band. The run loses time the model does
+    # not explain" after ticking an overlap)
+    said = " ".join(panel_html(tab).split())
+    assert "with your overhead_s and the framework preset, against the measured" in said
+    assert "a what-if, not a check of the model" in said
+    assert "loses time the model does not explain" not in said
     # fitting again (another closing) keeps the user's choices and predicts with them
     tab.closing.value = "kernels"
     assert panel.assumed.changed == ("overhead_s",) and panel.assumed.preset == "ddp"

@@ -247,6 +247,13 @@ class AssumedPanel:
         if self.on_change is not None:
             self.on_change(self.assumed)
 
+    def edits(self) -> list[str]:
+        """What the user changed: the assumptions' names, and the framework preset where
+        another one was picked (empty: the calibration's own)."""
+        a = self.assumed
+        return [*a.changed] + (["the framework preset"]
+                               if a.preset != self._default_preset else [])
+
     def _render(self) -> None:
         a = self.assumed
         node = a.table["part"] == "node"
@@ -257,7 +264,7 @@ class AssumedPanel:
             headers={"name": "assumption", "text": "value", "origin": "from",
                      "source": "source"}, hot=list(shown["origin"] == "you"))
         picked = a.preset != self._default_preset
-        changed = [*a.changed] + (["the framework preset"] if picked else [])
+        changed = self.edits()
         ranking = ("the layouts below are ranked with them too, each at the default rank "
                    "order" if self.calibration is not None else
                    "the ranking below keeps perfkit's default rates")

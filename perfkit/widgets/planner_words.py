@@ -11,6 +11,7 @@ they describe.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 
 from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import counted, signed_share_text, time_text
+from ..format import counted, listed, signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration
 from ..specs import ParallelConfig
@@ -93,11 +94,14 @@ def scheme_sentence(fit: Any, job: Job) -> str:
             f"{STATIC_SCHEME_NAMES.get(scheme, scheme)}: {why}.")
 
 
-def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -> str:
+def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None,
+                        edits: Sequence[str] = ()) -> str:
     """One sentence: predicted step with its band against the measured one, in or out;
     with ``job``, whether its pp is a placeholder (a measured bubble shows pp > 1,
     :attr:`perfkit.Job.pp_unread`) and whether its profile is a training step at all (the
-    model predicts one, :meth:`perfkit.Job.training_step`).
+    model predicts one, :meth:`perfkit.Job.training_step`). With ``edits`` (what the user
+    changed in the assumptions), the prediction is a what-if of the profiled run: the
+    difference is what the change does, and nothing is said to be the run's fault.
 
     A profile that runs no backward pass (``training_step()`` False) measures a forward
     pass where the model predicts a training step (forward, backward, optimizer): the
@@ -121,6 +125,12 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
         text += (f" against the measured {time_text(step * 1e6)} (slowest rank, median step) "
                  "it was scaled to: equal by construction, calibrated on that step time "
                  "alone, so no check of the model." + _parts_apart(frame, step))
+    elif edits:  # a what-if: the gap is the change's, not the model's nor the run's
+        text += (f" with your {listed(list(edits))}, against the measured "
+                 f"{time_text(step * 1e6)} (slowest rank, median step): "
+                 f"{signed_share_text(pred.step_s / step - 1)}, what your change does to "
+                 "the profiled run by the calibrated model (a what-if, not a check of the "
+                 "model).")
     else:
         text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
                  f"step): {signed_share_text(pred.step_s / step - 1)}, "
@@ -140,7 +150,7 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None) -
         return text
     if not fit.calibrated:
         text += " Uncalibrated: calibrate to trust it."
-    elif not inside:
+    elif not inside and not edits:
         text += (" The run loses time the model does not explain (a slow rank or link, "
                  "stalls): see the Overview's findings before trusting the ranking below.")
     return text

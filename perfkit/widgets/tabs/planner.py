@@ -352,11 +352,14 @@ class PlannerTab(JobTab):
     def _comparison_widgets(self) -> list[W.Widget]:
         fit, frame = self.fit, self.comparison
         assert fit is not None and frame is not None
-        words = f"<p><b>{html.escape(comparison_sentence(frame, fit, self.current))}</b></p>" \
+        edits = self.assumed.edits() if self.assumed is not None else []
+        words = ("<p><b>" + html.escape(comparison_sentence(frame, fit, self.current, edits))
+                 + "</b></p>") \
             + note(fit.sentence + " " + scheme_sentence(fit, self.current))
         words += "".join(note(n) for n in fit.notes)
         title = "Step of the profiled layout, " + (
             "calibrated on this profile" + closing_label(fit.calibration)
+            + (" and your assumptions" if edits else "")
             if fit.source == "profile" else
             "calibrated on its step time" if fit.source == "step time" else
             "UNCALIBRATED (default rates)")
