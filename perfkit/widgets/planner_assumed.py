@@ -184,8 +184,16 @@ class AssumedPanel:
         self._render()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """Shown as its widget in a notebook."""
-        return self.widget._repr_mimebundle_(**kwargs)
+        """Shown as its widget in a notebook; a static page (``perfkit report``,
+        nbconvert) shows what the widget's text shows when displayed: the heading, what
+        was changed, the assumptions' table and any line added under it (the predicted
+        step of :func:`assumed_panel`), without the controls."""
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle["text/html"] = "".join(c.value for c in self.widget.children
+                                      if isinstance(c, W.HTML))
+        return bundle
 
     def _assume(self) -> Assumptions:
         node = None if self.node_value() == OWN_NODE else self.node_value()
@@ -262,7 +270,8 @@ class AssumedPanel:
         self.table.value = STYLE + frame_html(
             shown, columns=["name", "text", "origin", "source"], max_rows=len(shown),
             headers={"name": "assumption", "text": "value", "origin": "from",
-                     "source": "source"}, hot=list(shown["origin"] == "you"))
+                     "source": "source"}, hot=list(shown["origin"] == "you"),
+            wrap=("source",))  # a datasheet's name or what was fitted: read whole
         picked = a.preset != self._default_preset
         changed = self.edits()
         ranking = ("the layouts below are ranked with them too, each at the default rank "

@@ -26,7 +26,7 @@ from ..specs import ParallelConfig
 from ..specs.recompute_ops import recompute_ops_text
 
 __all__ = ["gradient_sentence", "scheme_sentence", "comparison_sentence", "recompute_text",
-           "layout_changes", "why_not", "sentence_end"]
+           "layout_changes", "why_not", "sentence_end", "planned_job_sentence"]
 
 
 def gradient_sentence(cal: Calibration) -> str:
@@ -227,3 +227,32 @@ def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:
     if recompute_text(old) != recompute_text(new):
         out.append(f"recompute {recompute_text(old)} → {recompute_text(new)}")
     return ", ".join(out) if out else "the profiled layout"
+
+
+def planned_job_sentence(model: Any, devices: int, global_batch_size: int,
+                         profile_job: Job | None = None) -> str:
+    """Which job a search plans, and whether it is the profiled one (notebook 02's
+    section 4 plans its parameters' full model, where sections 1-3 looked at the
+    profiled job: a reader must not take one ranking for the other).
+
+    ``"Planned: llama2-13b (40 layers, hidden 5120, sequence 4,096) on 16 devices,
+    1,024 sequences per step: not the profiled job (8 layers, 32 sequences per step), so
+    its steps do not compare with the measured one."``
+    """
+    said = (f"Planned: {model.name or 'the model'} ({model.num_layers} layers, hidden "
+            f"{model.hidden_size}, sequence {model.seq_length:,}) on "
+            f"{counted(devices, 'device')}, {counted(global_batch_size, 'sequence')} per "
+            "step")
+    job_model = getattr(profile_job, "model", None)
+    if profile_job is None or job_model is None:
+        return said + "."
+    same = (job_model.num_layers == model.num_layers
+            and job_model.hidden_size == model.hidden_size
+            and profile_job.global_batch_size == global_batch_size
+            and profile_job.parallel.world_size == devices)
+    if same:
+        return said + ": the profiled job's model, devices and batch."
+    return (said + f": not the profiled job ({job_model.num_layers} layers, "
+            f"{counted(profile_job.global_batch_size or 0, 'sequence')} per step on "
+            f"{counted(profile_job.parallel.world_size, 'device')}), so its steps do not "
+            "compare with the measured one.")

@@ -31,6 +31,7 @@ from .planner_words import (
     comparison_sentence,
     gradient_sentence,
     layout_changes,
+    planned_job_sentence,
     recompute_text,
     scheme_sentence,
 )
@@ -50,7 +51,8 @@ __all__ = ["PlannerFit", "COMPARED_PARTS", "fit_job", "gradient_sentence", "sche
            "predict_layout", "recompute_modes", "recompute_text", "RECOMPUTE_COLUMNS",
            "measured_step", "measured_against_predicted", "comparison_sentence",
            "layout_changes", "ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence",
-           "band_text", "memory_text", "batch_text", "packed_step_tokens", "PREDICTED_MFU"]
+           "band_text", "memory_text", "batch_text", "packed_step_tokens", "PREDICTED_MFU",
+           "planned_job_sentence"]
 
 
 #: The header of the MFU of a predicted step (the Recompute and Planner tables): the

@@ -118,7 +118,7 @@ def _fit_operators(eff: pd.DataFrame, job: CalibratedJob, rates: Rates,
             work = ((flops + rates.gemm_half_flops) * count).sum()
             spent = (t * count).sum()
             how = (f"{counted(len(gemm), 'GEMM shape')} of similar size: e fitted, F½ kept at "
-                   f"{rates.gemm_half_flops:.3g}")
+                   f"{rates.gemm_half_flops / 1e9:.3g} GFLOP")
             if spent > 0:
                 changes["gemm_efficiency"] = min(1.0, work / peak / spent)
             else:  # the kernels take less than their traffic alone on this device
