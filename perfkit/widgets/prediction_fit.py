@@ -235,8 +235,9 @@ def _profile_closing_words(cal: Calibration, factor: float | None,
         said = (f"; the matrix kernels' efficiency (GEMMs and attention) was then scaled by "
                 f"×{matrix:.3g}, toward their share of the profile's kernel time, and the "
                 f"memory-bound kernels' by ×{vector:.3g}, {peak}")
-    said += (f"so that the model's computing time is the measured one "
-             f"({time_text(computing * 1e6)} per step)")
+    said += (f"so that the model's computing time is the busiest rank's measured one "
+             f"({time_text(computing * 1e6)} per step; the parts below are the slowest "
+             "rank's)")
     step, model = cal.measured_step_s, cal.estimated_step_s
     if abs(model / step - 1) < 0.005:
         return said + f", and the model reproduces the measured step ({time_text(step * 1e6)})."
