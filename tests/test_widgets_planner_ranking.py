@@ -209,6 +209,13 @@ def test_another_job_size_is_not_ranked_against_the_profiled_step(qwen, grammar)
         assert f"These layouts run {count_text(4 * job.global_batch_size)} sequences" \
             in sentence and "do not compare" in sentence
         assert sentence in _text(panel) and not grammar(sentence)
+        # nor is it drawn among the candidates: its diamond read as the fastest of them
+        import json
+
+        from perfkit.charts.planner import PROFILED_LABEL
+
+        (chart,) = [w for w in panel.result.children if hasattr(w, "spec")]
+        assert PROFILED_LABEL not in json.dumps(chart.spec)
     finally:
         panel.batch.value = before
         panel.search()

@@ -418,11 +418,14 @@ class PlannerTab(JobTab):
                              if fit.calibrated else "; calibrate before trusting small "
                              "differences."))
         own = best.loc[best["profiled"]].iloc[0]
+        ranked_too = best.loc[best["profiled"], "rank"].notna().all()
+        # another job size: the profiled layout's step does not compare, so no diamond
+        # among the candidates (it would read as the fastest of them)
         chart = chart_widget(C.strategy_chart(
             ranked, title=f"{len(ranked):,} candidates, {fits:,} fit (scroll to zoom)",
             step_title="predicted step time (s)" if fit.calibrated
-            else "predicted step time at the default rates (s)", profiled=own.to_dict()))
-        ranked_too = best.loc[best["profiled"], "rank"].notna().all()
+            else "predicted step time at the default rates (s)",
+            profiled=own.to_dict() if ranked_too else None))
         caption = "Layouts that fit, by predicted step with the same model; " + (
             "the profiled layout (highlighted) in its place" if ranked_too else
             "the profiled layout (highlighted, last) apart, without a rank: it runs another "
