@@ -125,8 +125,10 @@ def _per_device(answer: dict[str, Any]) -> str:
     tps = answer.get("tokens_per_second_per_device")
     if tps is None:
         return ""
-    return (f", {tps:,.0f} tokens/s per device on "
-            f"{answer['parallel']['world_size']:,} devices")
+    from ...format import counted
+
+    devices = counted(answer["parallel"]["world_size"], "device")
+    return f", {tps:,.0f} tokens/s per device on {devices}"
 
 
 def _calibrated_on(answer: dict[str, Any]) -> str:
