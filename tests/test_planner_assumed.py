@@ -5,6 +5,7 @@ predicted step the way the model says it should."""
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import Path
 
@@ -319,3 +320,17 @@ def test_the_overlap_contention_box_starts_at_the_devices_share_and_applies() ->
     assert panel.assumed.table.set_index("name").loc["overlap_contention", "origin"] == "you"
     npu = AssumedPanel(None, par, pk.Hardware.preset("ascend-910b"))
     assert npu.contention.value == 0.0
+
+
+def test_a_node_of_another_vendor_is_said_to_price_only_its_links() -> None:
+    """A dgx-h100 node chosen for an Ascend 910B job was taken without a word."""
+    panel = AssumedPanel(None, pk.ParallelConfig(dp=8, num_micro_batches=8),
+                         pk.Hardware.preset("ascend-910b"))
+    assert "links its devices by" not in panel.said.value
+    panel.node.value = "dgx-h100"
+    said = " ".join(html.unescape(panel.said.value).split())
+    assert ("The node dgx-h100 links its devices by nvlink, not by hccs as the job's "
+            "ascend-910b does: its links are priced, the devices stay the job's "
+            "(ascend-910b).") in said
+    panel.node.value = "atlas-900-a2-pod"  # the same vendor's other node: nothing to say
+    assert "links its devices by" not in panel.said.value

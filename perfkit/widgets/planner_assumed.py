@@ -283,7 +283,20 @@ class AssumedPanel:
         start = (f"Starting from the {a.preset!r} preset (keeping what the calibration "
                  "fitted on the run)." if a.preset is not None and not self._edits else "")
         self.said.value = STYLE + note(" ".join(
-            s for s in (said, start, "" if picked else self.preset_why) if s))
+            s for s in (said, start, self._other_vendor(),
+                        "" if picked else self.preset_why) if s))
+
+    def _other_vendor(self) -> str:
+        """A sentence when the node chosen links its devices otherwise than the job's own
+        device does (NVLink for an Ascend job, HCCS for a GPU's): its links are priced,
+        while the devices keep the calibration's speeds."""
+        own = self.hardware.topology.intra_link
+        node = self.assumed.hardware.topology
+        if self.node_value() == OWN_NODE or node.intra_link == own:
+            return ""
+        return (f"The node {node.name} links its devices by {node.intra_link}, not by "
+                f"{own} as the job's {self.hardware.name} does: its links are priced, the "
+                f"devices stay the job's ({self.hardware.name}).")
 
 
 def predict_kwargs(job: Any, calibration: Any) -> dict[str, Any]:
