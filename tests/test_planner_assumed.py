@@ -334,3 +334,34 @@ def test_a_node_of_another_vendor_is_said_to_price_only_its_links() -> None:
             "(ascend-910b).") in said
     panel.node.value = "atlas-900-a2-pod"  # the same vendor's other node: nothing to say
     assert "links its devices by" not in panel.said.value
+
+
+def test_a_node_no_preset_describes_is_typed_in_its_figures() -> None:
+    """A new user's walk: only seven node presets, so a 16-device server could not be
+    described. Typing 16 devices per node puts the 16 data-parallel ranks in one node:
+    their gradient reduction runs on the intra-node link alone."""
+    par = pk.ParallelConfig(dp=16, num_micro_batches=8)
+    panel = _panel(par)
+    assert panel.node_fields["devices_per_node"].value == 8  # the DGX H100's, on show
+    two_nodes = _step(panel)
+    panel.node_fields["devices_per_node"].value = 16
+    table = panel.assumed.table.set_index("name")
+    assert table.loc["devices_per_node", "origin"] == "you"
+    assert table.loc["dp_per_node", "text"].startswith("16 of 16 dp ranks share a node")
+    assert panel.edits() == ["node"]
+    one_node = _step(panel)
+    assert one_node.parts["dp_comm"] < two_nodes.parts["dp_comm"]
+    # the same as the API given that node
+    from perfkit.specs import Node
+
+    dgx = Node.preset("dgx-h100")
+    typed = Node(name="mine", devices_per_node=16, intra_link=dgx.intra_link,
+                    intra_bandwidth=dgx.intra_bandwidth, nics_per_node=dgx.nics_per_node,
+                    nic_bandwidth=dgx.nic_bandwidth)
+    api = predict_assumed(None, pk.plan.assumed.assumptions(None, par, H100, node=typed),
+                          model=LLAMA)
+    assert one_node.step_s == pytest.approx(api.step_s, rel=1e-12)
+    # choosing a preset node drops the typed figures
+    panel.node.value = "dgx-a100"
+    assert panel.node_fields["devices_per_node"].value == 8
+    assert panel.assumed.hardware.topology.name == "dgx-a100"

@@ -73,6 +73,17 @@ def _short_source(source: str) -> str:
     return source.split(": ")[0] if len(source) > 60 else source
 
 
+#: The node's figures the panel lets a user type: (label, whole number, largest, tooltip).
+_NODE_FIELDS = {
+    "devices_per_node": ("devices per node", True, 1024, "devices in one server"),
+    "intra_gbs": ("intra-node GB/s", False, 1e5,
+                  "each device's bandwidth to the others of its node, per direction, GB/s "
+                  "(an H100's NVLink 4: 450)"),
+    "nics_per_node": ("NICs per node", True, 64,
+                      "NICs of the compute fabric in one server (storage NICs not counted)"),
+    "nic_gbits": ("NIC Gb/s", False, 1e5, "one NIC's line rate, Gb/s (ConnectX-7: 400)")}
+
+
 class AssumedPanel:
     """The panel (:attr:`widget`), its controls, and the assumptions on show
     (:attr:`assumed`).
@@ -109,6 +120,12 @@ class AssumedPanel:
         self.node = W.Dropdown(options=[OWN_NODE, *Node.presets()], value=OWN_NODE,
                                description="node", style=wide,
                                layout=W.Layout(width="240px"))
+        # the node's own figures, for a server no preset describes (4 GPUs, 16 NPUs, ...)
+        self._node_edits: dict[str, float] = {}
+        self.node_fields = {n: (W.BoundedIntText if whole else W.BoundedFloatText)(
+            min=1, max=top, description=d, style=wide, tooltip=tip,
+            layout=W.Layout(width="215px"))
+            for n, (d, whole, top, tip) in _NODE_FIELDS.items()}
         capped = rated_power(hardware.name) is not None
         self.power = W.BoundedFloatText(
             value=float(hardware.power_limit_w or 0.0), min=0.0, max=5000.0, step=25.0,
@@ -150,8 +167,11 @@ class AssumedPanel:
         self.assumed = self._assume()
         self._sync_controls()
         self.preset.observe(self._preset_chosen, names="value")
-        for w in (self.node, self.rank_order, self.power):
+        self.node.observe(lambda _c: self._node_chosen(), names="value")
+        for w in (self.rank_order, self.power):
             w.observe(lambda _c: self._changed(), names="value")
+        for name, w in self.node_fields.items():
+            w.observe(lambda c, name=name: self._node_edited(name, c["new"]), names="value")
         for name, w in [*self.bools.items(), *self.costs.items(),
                         ("overlap_contention", self.contention),
                         ("attention_implementation", self.attention),
@@ -167,6 +187,7 @@ class AssumedPanel:
                 "with it.")),
             W.HBox([self.preset, self.node, self.rank_order, self.power],
                    layout=W.Layout(**box)),
+            W.HBox(list(self.node_fields.values()), layout=W.Layout(**box)),
             W.HBox(list(self.bools.values()) + [self.attention, self.elementwise,
                                                  self.accumulation],
                    layout=W.Layout(**box)),
@@ -196,7 +217,21 @@ class AssumedPanel:
         return bundle
 
     def _assume(self) -> Assumptions:
-        node = None if self.node_value() == OWN_NODE else self.node_value()
+        node: Node | str | None = None if self.node_value() == OWN_NODE else self.node_value()
+        edited = getattr(self, "_node_edits", {})
+        if edited:  # the node chosen (or the hardware's own) with the figures typed
+            base = self.hardware.topology if node is None else Node.preset(str(node))
+            figures = {"devices_per_node": base.devices_per_node,
+                       "intra_gbs": base.intra_bandwidth / 1e9,
+                       "nics_per_node": base.nics_per_node,
+                       "nic_gbits": base.nic_bandwidth * 8 / 1e9, **edited}
+            node = Node(name=f"{base.name}, edited", intra_link=base.intra_link,
+                        devices_per_node=int(figures["devices_per_node"]),
+                        intra_bandwidth=float(figures["intra_gbs"]) * 1e9,
+                        nics_per_node=int(figures["nics_per_node"]),
+                        nic_bandwidth=float(figures["nic_gbits"]) * 1e9 / 8,
+                        source=f"you: {base.name} with "
+                               + ", ".join(_NODE_FIELDS[k][0] for k in edited))
         return assumptions(self.calibration, self.parallel, self.hardware,
                            preset=self._preset, edits=self._edits, node=node,
                            rank_order=self.rank_order.value if hasattr(self, "rank_order")
@@ -207,11 +242,30 @@ class AssumedPanel:
         """The node chosen (:data:`OWN_NODE` for the hardware's own)."""
         return self.node.value if hasattr(self, "node") else OWN_NODE
 
+    def _node_chosen(self) -> None:
+        """Another node: its own figures, the ones typed for the previous one dropped."""
+        if self._syncing:
+            return
+        self._node_edits = {}
+        self._changed(sync=True)
+
+    def _node_edited(self, name: str, value: float) -> None:
+        if self._syncing:
+            return
+        self._node_edits[name] = value
+        self._changed()
+
     def _sync_controls(self) -> None:
-        """Set the controls to the behaviour in use, without calling back."""
+        """Set the controls to the behaviour and node in use, without calling back."""
         b = self.assumed.behaviour
+        node = self.assumed.hardware.topology
         self._syncing = True
         try:
+            for name, value in (("devices_per_node", node.devices_per_node),
+                                ("intra_gbs", round(node.intra_bandwidth / 1e9, 3)),
+                                ("nics_per_node", node.nics_per_node),
+                                ("nic_gbits", round(node.nic_bandwidth * 8 / 1e9, 3))):
+                self.node_fields[name].value = value
             for name, w in self.bools.items():
                 w.value = bool(getattr(b, name))
             for name, w in self.costs.items():  # 3 significant digits on show

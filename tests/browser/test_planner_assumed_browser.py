@@ -71,6 +71,22 @@ def test_the_assumptions_panel_changes_the_predicted_step(
                 }""", arg=after, timeout=WAIT_MS)
             fused = _predicted(tab)
             assert _seconds(fused) < _seconds(after), (fused, after)
+            # a node no preset describes, typed in: 16 devices put the 16 data-parallel
+            # ranks in one node, so their gradient reduction stays on the node's link
+            typed = panel.locator(".widget-inline-hbox", has_text="devices per node").locator(
+                "input")
+            typed.fill("16")
+            typed.press("Enter")
+            page.wait_for_function(
+                """(fused) => {
+                  const m = document.querySelector('.pk-tab:not([hidden]) .pk-assumed');
+                  const tab = m && m.closest('.pk-tab');
+                  const t = tab ? tab.innerText : '';
+                  const f = t.match(/Predicted ([\\d.,]+ \\S+) \\(band/);
+                  return f && f[1] !== fused && t.includes('16 of 16 dp ranks share a node');
+                }""", arg=fused, timeout=WAIT_MS)
+            assert _seconds(_predicted(tab)) < _seconds(fused)
+            assert "atlas-800t-a2, edited" in panel.inner_text()
             shots = {}
             for width, height in ((1280, 800), (1440, 900)):
                 page.set_viewport_size({"width": width, "height": height})
