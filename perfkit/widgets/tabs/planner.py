@@ -23,6 +23,7 @@ from ..markup import describe_error, error, frame_html, note
 from ..metrics import summary_html
 from ..planner_assumed import AssumedPanel, predict_kwargs
 from ..planner_closing import CLOSING_OPTIONS, closing_label, closing_sentence
+from ..planner_layout import LayoutBox
 from ..planner_measured import (
     TRAINING_PLAN_HEADING,
     inference_step_sentence,
@@ -121,11 +122,15 @@ class PlannerTab(JobTab):
         self.ranked: pd.DataFrame | None = None
         #: the "What the model assumes" panel of the profiled layout (None without one)
         self.assumed: AssumedPanel | None = None
+        #: a layout the user types, predicted as perfkit plan predicts it
+        self.chosen = LayoutBox(lambda: (
+            self.fit.calibration if self.fit is not None else None, self.current,
+            self.assumed.assumed if self.assumed is not None else None))
         super().__init__(ctx)
         self.closing.value = ctx.closing
         ctx.follow_closing(lambda closing: setattr(self.closing, "value", closing))
         self.keep |= {id(self.controls), id(self.result), id(self.plan_button),
-                      id(self.plan), id(self.closing)}
+                      id(self.plan), id(self.closing), id(self.chosen.widget)}
 
     def show(self, profile: Any) -> None:
         """Set the profile; the next refresh calibrates on it and searches again."""
@@ -169,7 +174,7 @@ class PlannerTab(JobTab):
         self.search()
         return [
             heading("The profiled layout: measured and predicted step"),
-            self.closing, self.compared, self.assumed.widget,
+            self.closing, self.compared, self.assumed.widget, self.chosen.widget,
             html_widget(f"<p><b>{html.escape(measured_mfu_sentence(job))}</b></p>"
                         + note(f"The table's “{PREDICTED_MFU}” below is at each "
                                "layout's predicted step, not measured.")),

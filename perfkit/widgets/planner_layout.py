@@ -1,0 +1,122 @@
+"""The Planner's "Predict a layout" box: the layout a user types, predicted as
+``perfkit plan`` predicts it (:func:`layout_prediction`), with the assumptions on show.
+
+The ranking shows the layouts the search finds best; a user who wants one layout in
+particular (the next run's: dp 8, pp 2) types it here. Knobs left at 0 keep the profiled
+run's, as the command's options do (:func:`perfkit.plan.relayout.relayout`: dp follows the
+device count where tp·pp·cp change, the micro-batches keep the run's global batch).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from ..errors import PerfkitError
+from ..format import bytes_text, counted, time_text
+from ..plan import predict
+from ..plan.assumed import assumed_calibration
+from ..plan.relayout import relayout
+from .markup import STYLE, error, note
+
+__all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS"]
+
+#: The knobs the box offers: (ParallelConfig field, label).
+LAYOUT_KNOBS = (("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"),
+                ("micro_batch_size", "micro-batch"),
+                ("num_micro_batches", "micro-batches"))
+
+
+def layout_prediction(calibration: Any, job: Any, options: dict[str, Any],
+                      assumed: Any = None) -> Any:
+    """The prediction of the profiled job on the layout ``options`` give
+    (:func:`~perfkit.plan.relayout.relayout` of ``job.parallel``), with ``calibration``'s
+    rates and, where given, the panel's assumptions (:func:`perfkit.plan.assumed.
+    assumed_calibration`); the global batch is the run's unless the micro-batches are
+    given — what ``perfkit plan`` predicts for the same options.
+
+    Raises
+    ------
+    perfkit.errors.ParallelConfigError
+        The layout breaks a rule, or the run's batch does not split over it.
+    """
+    target = relayout(job.parallel, options, job.global_batch_size)
+    cal = assumed_calibration(calibration, assumed) if assumed is not None else calibration
+    batch = None if options.get("num_micro_batches") else job.global_batch_size
+    return predict(cal, parallel=target, global_batch_size=batch)
+
+
+class LayoutBox:
+    """The controls (a count per knob, 0: the run's; recompute) and the line a prediction
+    writes (:attr:`widget`). ``state()`` gives the calibration, the job and the
+    assumptions on show when the button is pressed."""
+
+    def __init__(self, state: Callable[[], tuple[Any, Any, Any]]) -> None:
+        self.state = state
+        wide = {"description_width": "initial"}
+        self.knobs = {name: W.BoundedIntText(value=0, min=0, max=1 << 20, description=label,
+                                             style=wide, layout=W.Layout(width="150px"))
+                      for name, label in LAYOUT_KNOBS}
+        self.recompute = W.Dropdown(options=["the run's", "none", "selective", "full"],
+                                    description="recompute", style=wide,
+                                    layout=W.Layout(width="200px"))
+        self.button = W.Button(description="Predict this layout")
+        self.button.on_click(lambda _b: self.predict())
+        self.said = W.HTML()
+        self.prediction: Any = None
+        box = {"flex_flow": "row wrap", "align_items": "center"}
+        self.widget = W.VBox([
+            W.HTML(STYLE + "<div class='pk-h'>Predict a layout</div>" + note(
+                "The profiled job on another split, by the model and assumptions above (as "
+                "perfkit plan PATH --dp N ... predicts it): 0 keeps the run's value; with "
+                "tp, pp or cp changed and dp at 0, dp keeps the device count; the run's "
+                "global batch is kept unless the micro-batches are given.")),
+            W.HBox([*self.knobs.values(), self.recompute, self.button],
+                   layout=W.Layout(**box)),
+            self.said])
+
+    def options(self) -> dict[str, Any]:
+        """The knobs set (above 0) and the recompute chosen, by ParallelConfig field."""
+        out: dict[str, Any] = {n: int(w.value) for n, w in self.knobs.items() if w.value}
+        if self.recompute.value != "the run's":
+            out["recompute"] = self.recompute.value
+        return out
+
+    def predict(self) -> None:
+        """Predict the layout typed and write its line (or why it cannot be predicted)."""
+        calibration, job, assumed = self.state()
+        if job is None or job.model is None:
+            self.said.value = STYLE + note("No job to predict: open a profile whose model "
+                                           "perfkit can read.")
+            return
+        try:
+            pred = layout_prediction(calibration, job, self.options(), assumed)
+        except PerfkitError as exc:
+            self.prediction = None
+            self.said.value = STYLE + error(str(exc))
+            return
+        self.prediction = pred
+        self.said.value = STYLE + f"<p>{html.escape(prediction_line(pred))}</p>"
+
+
+def prediction_line(pred: Any) -> str:
+    """``dp 8 × tp 1 × pp 2, micro-batch 2 × 4, recompute full: step 1.41 s (band
+    1.34 s – 1.48 s), 5,823 tokens/s per device on 16 devices, memory 4.96 GiB of
+    57.6 GiB (fits); changes from the run: dp 16 → 8, pp 1 → 2, ...``"""
+    p = pred.parallel
+    layout = (f"dp {p.dp} × tp {p.tp} × pp {p.pp}" + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
+              + (f" × cp {p.cp}" if p.cp > 1 else "")
+              + f", micro-batch {p.micro_batch_size} × {p.num_micro_batches}, recompute "
+                f"{p.recompute}")
+    tps = (f", {pred.tokens_per_second_per_device:,.0f} tokens/s per device on "
+           f"{counted(p.world_size, 'device')}")
+    fits = "fits" if pred.fits else "does not fit"
+    changes = (f"; changes from the run: {', '.join(pred.changes)}" if pred.changes
+               else "; the profiled layout itself")
+    return (f"{layout}: step {time_text(pred.step_s * 1e6)} (band "
+            f"{time_text(pred.low_s * 1e6)} – {time_text(pred.high_s * 1e6)}){tps}, memory "
+            f"{bytes_text(pred.memory_bytes)} of {bytes_text(pred.memory_limit_bytes)} "
+            f"({fits}){changes}")
