@@ -48,8 +48,12 @@ def test_the_uncalibrated_layouts_show_their_band() -> None:
     assert rows
     for row in rows:
         s, lo, hi = (float(row[i].replace(",", "")) for i in (step, low, high))
-        tol = 0.006 / s  # each figure rounded to 2 decimals
+        # each figure rounded to half the last digit it shows (3 significant digits)
+        e_s, e_lo, e_hi = (0.5 * 10.0 ** -len(row[i].partition(".")[2])
+                           for i in (step, low, high))
         assert lo < s < hi
-        assert (hi - s) / s == pytest.approx((s - lo) / s, abs=2 * tol)  # symmetric: step · (1 ∓ u)
+        # symmetric: step · (1 ∓ u), to the figures' rounding
+        assert (hi - s) / s == pytest.approx((s - lo) / s, abs=(e_hi + 2 * e_s + e_lo) / s)
+        tol = (e_hi + e_s) / s
         assert 0.04 - tol <= (hi - s) / s <= math.hypot(0.04, 0.25) + tol
 
