@@ -87,8 +87,11 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plan_json_is_the_prediction_of_that_layout(capsys: pytest.CaptureFixture[str]) -> None:
     answer = _json(["plan", DP16, "--dp", "8", "--pp", "2", "--json"], capsys)
     validate(answer, "predict")
-    # the same layout written out by hand: 32 sequences = dp 8 x micro-batch 2 x 2
-    cal = plan.calibrate(pk.load(DP16))
+    # the same layout written out by hand: 32 sequences = dp 8 x micro-batch 2 x 2, on the
+    # calibration the command makes (the Planner tab's: closed, the job's static scheme)
+    profile = pk.load(DP16)
+    cal = plan.calibrate(profile, static_scheme=pk.infer_job(profile).static_scheme,
+                         close=True)
     par = pk.ParallelConfig(dp=8, pp=2, micro_batch_size=2, num_micro_batches=2,
                             optimizer_shard=8, recompute="full")
     pred = plan.predict(cal, parallel=par)

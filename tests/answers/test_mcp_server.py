@@ -169,7 +169,9 @@ def test_tools_runs_job_and_predict(tmp_path: Path) -> None:
     assert (model["num_layers"], model["hidden_size"]) == (8, 5120)
     answer = tools.predict_layout("sample:llama2-13b-baseline-dp16", dp=8, pp=2)
     validate(no_nan(json.dumps(answer)), "predict")
-    cal = plan.calibrate(pk.load("sample:llama2-13b-baseline-dp16"))
+    profile = pk.load("sample:llama2-13b-baseline-dp16")  # calibrated as the Planner tab
+    cal = plan.calibrate(profile, static_scheme=pk.infer_job(profile).static_scheme,
+                         close=True)
     par = pk.ParallelConfig(dp=8, pp=2, micro_batch_size=2, num_micro_batches=2,
                             optimizer_shard=8, recompute="full")
     assert answer["step_ms"] == pytest.approx(plan.predict(cal, parallel=par).step_s * 1e3)
