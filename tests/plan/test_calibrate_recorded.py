@@ -109,7 +109,7 @@ def test_calibrate_fits_the_operators_of_the_steps_recorded_in_full(tmp_path, ke
     gap, how = terms["kernel_gap_s"]
     assert cal.parts["overhead"] == pytest.approx((frees[0] + frees[1]) / 2 * 1e-6, rel=1e-9)
     modelled = round(cal.parts["overhead"] / gap)
-    assert how == (f"the least idle step's free_us (median over ranks) over the model's "
+    assert how == (f"the least idle step's free (idle) time (median over ranks) over the model's "
                    f"{modelled} kernels per step (the profile launches {kernels} per rank "
                    "and step)")
 

@@ -181,9 +181,9 @@ def _from_profile(source: Any, model: ModelSpec | None, parallel: ParallelConfig
         # more than the model counts (there 1,398 kernels per step, the model's 304)
         gap = least / modelled
         rates = rates.replace(kernel_gap_s=gap, overhead_s=0.0)
-        terms.append(("kernel_gap_s", gap, f"the least idle step's free_us (median over "
-                      f"ranks) over the model's {modelled:.0f} kernels per step (the profile "
-                      f"launches {kernels:.0f} per rank and step)"))
+        terms.append(("kernel_gap_s", gap, f"the least idle step's free (idle) time (median "
+                      f"over ranks) over the model's {modelled:.0f} kernels per step (the "
+                      f"profile launches {kernels:.0f} per rank and step)"))
         kinds_measured.add("overhead")
     else:
         rates = rates.replace(overhead_s=m["free"])
