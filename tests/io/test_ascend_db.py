@@ -187,3 +187,26 @@ def test_a_damaged_pmu_table_leaves_the_kernels_and_says_why(tmp_path):
     assert len(p.kernels) == len(whole.kernels)
     assert not any(c.endswith("_ratio") for c in p.kernels.columns)
     assert any("TASK_PMU_INFO could not be read" in n for n in p.meta.notes), p.meta.notes
+
+
+def test_a_metric_given_twice_keeps_its_first_value(tmp_path):
+    """A task whose ratio appears twice in TASK_PMU_INFO (a damaged or re-exported table)
+    keeps the first value, as the table lists them; the other tasks are untouched."""
+    import shutil
+
+    user = tmp_path / "job"
+    shutil.copytree(DATA / "rank0_ascend_pt", user / "rank0_ascend_pt")
+    db = user / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / DB0.name
+    for extra in db.parent.glob(DB0.name + "-*"):
+        extra.unlink()
+    con = sqlite3.connect(db)
+    (task, name, first), = con.execute(
+        "select p.globalTaskId, p.name, p.value from TASK_PMU_INFO p join STRING_IDS s "
+        "on s.id = p.name where s.value = 'aic_mac_ratio' and p.value > 0 limit 1")
+    con.execute("insert into TASK_PMU_INFO values (?, ?, ?)", (task, name, 0.999))
+    con.commit()
+    con.close()
+    changed = detect.load(db, cache=False).kernels["aic_mac_ratio"].dropna()
+    whole = detect.load(DB0, cache=False).kernels["aic_mac_ratio"].dropna()
+    assert sorted(changed) == sorted(whole) and 0.999 not in set(changed)
+    assert first in set(changed)
