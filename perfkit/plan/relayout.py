@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, ParallelConfigError, check_positive_int
 from ..specs import ParallelConfig
 
-__all__ = ["relayout"]
+__all__ = ["relayout", "layout_text", "per_device_text"]
 
 #: The knobs that are whole numbers >= 1, checked before the others follow from them.
 _COUNTS = ("dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch_size", "num_micro_batches",
@@ -94,3 +94,25 @@ def _spread(per_stage: tuple[int, ...], pp: int) -> tuple[int, ...]:
     remainder on the first stages (in 1F1B they hold the most micro-batches in flight)."""
     base, extra = divmod(sum(per_stage), pp)
     return tuple(base + (1 if s < extra else 0) for s in range(pp))
+
+
+def layout_text(layout: Mapping[str, Any]) -> str:
+    """``dp 8 × tp 1 × pp 2 (vpp 2), micro-batch 2 × 4, recompute full``: a layout's
+    fields (a :class:`~perfkit.ParallelConfig`'s, as a mapping: the ``predict`` answer's
+    ``parallel``, or ``dataclasses.asdict``), as ``perfkit plan`` and the Planner's
+    "Predict a layout" box write it."""
+    p = layout
+    return (f"dp {p['dp']} × tp {p['tp']} × pp {p['pp']}"
+            + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
+            + (f" × cp {p['cp']}" if p["cp"] > 1 else "")
+            + f", micro-batch {p['micro_batch_size']} × {p['num_micro_batches']}, "
+              f"recompute {p['recompute']}")
+
+
+def per_device_text(tokens_per_second_per_device: float, devices: int) -> str:
+    """``5,823 tokens/s per device on 16 devices``: what a layout on more (or fewer)
+    devices than the run does per device, beside its step."""
+    from ..format import counted
+
+    return (f"{tokens_per_second_per_device:,.0f} tokens/s per device on "
+            f"{counted(devices, 'device')}")

@@ -9,6 +9,7 @@ device count where tp·pp·cp change, the micro-batches keep the run's global ba
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable
 from typing import Any
@@ -16,10 +17,10 @@ from typing import Any
 import ipywidgets as W
 
 from ..errors import PerfkitError
-from ..format import bytes_text, counted, time_text
+from ..format import bytes_text, time_text
 from ..plan import predict
 from ..plan.assumed import assumed_calibration
-from ..plan.relayout import relayout
+from ..plan.relayout import layout_text, per_device_text, relayout
 from .markup import STYLE, error, note
 
 __all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS"]
@@ -107,12 +108,8 @@ def prediction_line(pred: Any) -> str:
     1.34 s – 1.48 s), 5,823 tokens/s per device on 16 devices, memory 4.96 GiB of
     57.6 GiB (fits); changes from the run: dp 16 → 8, pp 1 → 2, ...``"""
     p = pred.parallel
-    layout = (f"dp {p.dp} × tp {p.tp} × pp {p.pp}" + (f" (vpp {p.vpp})" if p.vpp > 1 else "")
-              + (f" × cp {p.cp}" if p.cp > 1 else "")
-              + f", micro-batch {p.micro_batch_size} × {p.num_micro_batches}, recompute "
-                f"{p.recompute}")
-    tps = (f", {pred.tokens_per_second_per_device:,.0f} tokens/s per device on "
-           f"{counted(p.world_size, 'device')}")
+    layout = layout_text(dataclasses.asdict(p))
+    tps = ", " + per_device_text(pred.tokens_per_second_per_device, p.world_size)
     fits = "fits" if pred.fits else "does not fit"
     changes = (f"; changes from the run: {', '.join(pred.changes)}" if pred.changes
                else "; the profiled layout itself")

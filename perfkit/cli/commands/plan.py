@@ -74,18 +74,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def predict_text(answer: dict[str, Any]) -> str:
     """The ``predict`` answer for people: step and band, parts, memory, changes, notes."""
     from ...format import bytes_text, time_text
+    from ...plan.relayout import layout_text
 
     def ms(x: float | None) -> str:
         return "unknown" if x is None else time_text(x * 1e3)
 
     p = answer["parallel"]
     model = answer["model"] or "the profile's model"
-    lines = [f"Predicted layout: dp {p['dp']} × tp {p['tp']} × pp {p['pp']}"
-             + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
-             + (f" × cp {p['cp']}" if p["cp"] > 1 else "")
-             + f", micro-batch {p['micro_batch_size']} × {p['num_micro_batches']}, "
-               f"recompute {p['recompute']} ({model}, "
-               f"{answer['hardware'] or 'hardware unknown'})",
+    lines = [f"Predicted layout: {layout_text(p)} ({model}, "
+             f"{answer['hardware'] or 'hardware unknown'})",
              f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
              f"{ms(answer['high_ms'])}; {_calibrated_on(answer)})"
              + _per_device(answer)]
@@ -120,15 +117,12 @@ def predict_text(answer: dict[str, Any]) -> str:
 
 
 def _per_device(answer: dict[str, Any]) -> str:
-    """``, 3,770 tokens/s per device on 32 devices``: what a layout on more (or fewer)
-    devices than the run does per device, beside its step."""
-    tps = answer.get("tokens_per_second_per_device")
-    if tps is None:
-        return ""
-    from ...format import counted
+    """``, 3,770 tokens/s per device on 32 devices`` (:func:`perfkit.plan.relayout.
+    per_device_text`), or nothing without a throughput."""
+    from ...plan.relayout import per_device_text
 
-    devices = counted(answer["parallel"]["world_size"], "device")
-    return f", {tps:,.0f} tokens/s per device on {devices}"
+    tps = answer.get("tokens_per_second_per_device")
+    return "" if tps is None else ", " + per_device_text(tps, answer["parallel"]["world_size"])
 
 
 def _calibrated_on(answer: dict[str, Any]) -> str:
