@@ -189,10 +189,22 @@ def _torch_rows(profile: Any) -> list[dict[str, Any]]:
                      _device_tasks(kernels) + (
                          "; the trace shows a CPU-only run (if it used a GPU, the switch "
                          "records its kernels)" if cpu else "")))
-    rows.append(_row(p, "stack", "source lines of host operators (a trace viewer's; "
-                     "perfkit does not read them)", None, "",
-                     "perfkit does not read Python stacks"))
+    rows.append(_stack_row(profile, p))
     return rows
+
+
+def _stack_row(profile: Any, p: str) -> dict[str, Any]:
+    """``with_stack``: recorded where the trace holds ``python_function`` events (the
+    loader counts them, ``meta.extra["python_functions"]``); where it holds none, not
+    checked rather than missing, since no analysis of perfkit needs the stacks."""
+    n = (profile.meta.extra or {}).get("python_functions")
+    analysis = "source lines of host operators (a trace viewer's; perfkit does not read them)"
+    if not n:
+        said = ("no python_function events: the stacks were not recorded, which no "
+                "analysis here needs" if n == 0 else "perfkit does not read Python stacks")
+        return _row(p, "stack", analysis, None, "", said)
+    return _row(p, "stack", analysis, False, "",
+                f"{n:,} python_function events (the Python stack, for a trace viewer)")
 
 
 def _device_tasks(kernels: pd.DataFrame) -> str:

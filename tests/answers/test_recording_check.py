@@ -203,3 +203,31 @@ def test_device_tasks_are_counted_apart_from_memory_copies() -> None:
     (said,) = table.loc[table["analysis"].str.startswith("device kernels"), "evidence"]
     assert said == (f"{kernels + copies:,} device tasks: {kernels:,} kernels, {copies:,} "
                     "memory copies and sets")
+
+
+@pytest.mark.shared_samples
+def test_with_stack_is_recorded_where_the_trace_holds_python_stacks() -> None:
+    """The check said "not checked" for ``with_stack`` on traces that hold the Python
+    stack (TraceLens's Qwen trace: its ``python_function`` events, counted here in the
+    raw trace); a trace without them (the bundled one) stays not checked, since no
+    analysis needs the stacks."""
+    from raw_kineto import raw_events
+    from shared_samples import KINETO_TRACES
+
+    import perfkit as pk
+    from perfkit.analysis.recording_check import recording_check
+
+    def stack_row(path: Path) -> Any:
+        table = recording_check(pk.load(path, progress=False))
+        return table.loc[table["analysis"].str.startswith("source lines")].iloc[0]
+
+    trace = sample(KINETO_TRACES["tl_qwen_h100"])
+    n = sum(e.get("ph") == "X" and e.get("cat") == "python_function"
+            for e in raw_events(trace))
+    assert n > 1000
+    row = stack_row(trace)
+    assert (row["status"], row["evidence"]) == (
+        "recorded", f"{n:,} python_function events (the Python stack, for a trace viewer)")
+    row = stack_row(TRACE)
+    assert row["status"] == "not checked"
+    assert row["evidence"].startswith("no python_function events")

@@ -47,7 +47,9 @@ The rank comes from ``distributedInfo.rank``, else from an explicit pattern of t
 name (:func:`perfkit.io._common.rank_from_name`), never from other digits; a note says
 where. ``distributedInfo.pg_config`` becomes ``meta.groups`` and ``deviceProperties``
 names the GPUs in ``meta.extra["devices"]``; ``meta.extra["vendor"]`` is ``"nvidia"`` or
-``"amd"`` when the trace says (runtime and header).
+``"amd"`` when the trace says (runtime and header); ``meta.extra["python_functions"]``
+counts the ``python_function`` events (the Python stack ``with_stack=True`` records;
+perfkit does not read them further).
 
 With ``record_shapes=True`` every ``cpu_op`` carries ``Input Dims``, ``Input type`` and
 ``Concrete Inputs``; they become the ops' ``input_shapes`` / ``input_dtypes`` /

@@ -96,6 +96,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     origin = plausible_origin(x["ts_ns"].to_numpy())
     end_ns = _last_end(x)
     kinds = _Kinds(x["cat"])
+    python_functions = int(kinds.mask("python_function").sum())  # with_stack=True
     is_dev = kinds.mask(*DEVICE_KINDS)
     is_step = _bool(per_distinct(x["name"], lambda u: u.str.startswith("ProfilerStep#")))
     # the step is the host's span: Kineto also draws ProfilerStep#N on the GPU's lane
@@ -219,7 +220,7 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                "header": dict(trace.header), "end_ns": end_ns,
                "rank_source": how or None,
                "profiler_steps": sorted(int(s) for s in marks["step"]) if len(marks) else [],
-               "comm_families": families},
+               "comm_families": families, "python_functions": python_functions},
     )
     return meta, {"kernels": kernels, "ops": ops, "steps": steps, "comm_ops": comm_ops,
                   "memory": memory}
