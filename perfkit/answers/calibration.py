@@ -13,7 +13,8 @@ from typing import Any
 from ..errors import InvalidArgumentError, PerfkitError
 from ..notes import runs_apart
 
-__all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "STEP_TIME_ONLY", "calibrated", "on_step_time"]
+__all__ = ["CLI_OPTIONS", "TOOL_OPTIONS", "STEP_TIME_ONLY", "calibrated", "on_step_time",
+           "wall_step_s"]
 
 #: The note of a calibration on the measured step time alone (:func:`calibrated` where the
 #: profile cannot be fitted): its parts are perfkit's defaults, not the profile's.
@@ -142,3 +143,24 @@ def on_step_time(job: Any, model: Any = None, parallel: Any = None,
                      hardware or job.hardware, activation_model=job.activation_model,
                      rates=Rates(gradient_bytes=job.gradient_bytes),
                      static_scheme=job.static_scheme, dtype=job.dtype)
+
+
+def wall_step_s(profile: Any) -> float | None:
+    """The profiled step as ``perfkit info`` and ``perfkit compare`` measure it: per step
+    the slowest rank's wall time, with the device's wait before the step (data, launch),
+    the median over steps (:func:`perfkit.analysis.measured_step_s`). A calibration on a
+    profile fits the device span without that wait (no layout shortens it); the answer
+    gives both, so the two figures can be told apart. None where the profile has no
+    step breakdown or no step with a duration."""
+    import math
+
+    from ..analysis import measured_step_s, step_breakdown
+
+    try:
+        steps = step_breakdown(profile)
+    except PerfkitError:
+        return None
+    if steps.empty or "step" not in steps.columns or "step_us" not in steps.columns:
+        return None
+    step = measured_step_s(steps)
+    return step if math.isfinite(step) else None

@@ -16,8 +16,8 @@ def _ms(seconds: Any) -> float | None:
     return None if s is None else s * 1e3
 
 
-def predict_answer(prediction: Any, calibration: Any = None,
-                   path: str = "") -> dict[str, Any]:
+def predict_answer(prediction: Any, calibration: Any = None, path: str = "",
+                   wall_step_s: float | None = None) -> dict[str, Any]:
     """The ``predict`` answer of a :class:`~perfkit.plan.predict.Prediction`.
 
     Parameters
@@ -30,6 +30,11 @@ def predict_answer(prediction: Any, calibration: Any = None,
         and the calibrating layout's step after (``closed_step_ms``).
     path : str
         The profile calibrated on.
+    wall_step_s : float, optional
+        The profiled step with the device's wait before it, as ``perfkit info`` and
+        ``perfkit compare`` measure it (:func:`perfkit.answers.calibration.wall_step_s`),
+        reported as ``calibration.wall_step_ms`` beside ``measured_step_ms``, the device
+        span the calibration fitted (null where not given).
 
     Returns
     -------
@@ -46,6 +51,7 @@ def predict_answer(prediction: Any, calibration: Any = None,
     cal = None
     if calibration is not None:
         cal = {"measured_step_ms": _ms(calibration.measured_step_s),
+               "wall_step_ms": _ms(wall_step_s),
                "predicted_step_ms": _ms(calibration.predicted_step_s),
                "closed": bool(getattr(calibration, "closed", False)),
                "closed_step_ms": _ms(getattr(calibration, "estimated_step_s", None)),

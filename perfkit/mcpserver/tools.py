@@ -145,7 +145,7 @@ class Tools:
         ``config`` (files inside the allowed folders) give what the profile does not show,
         as ``perfkit plan``'s ``--model``, ``--hardware`` and ``--config`` do."""
         from ..answers import predict_answer
-        from ..answers.calibration import TOOL_OPTIONS, calibrated
+        from ..answers.calibration import TOOL_OPTIONS, calibrated, wall_step_s
         from ..plan import predict
         from ..plan.relayout import relayout
 
@@ -163,7 +163,7 @@ class Tools:
         pred = predict(cal, parallel=relayout(cal.job.parallel, layout,
                                               cal.job.global_batch_size),
                        global_batch_size=batch)
-        return predict_answer(pred, cal, path=path)
+        return predict_answer(pred, cal, path=path, wall_step_s=wall_step_s(p))
 
 
 def _count(name: str, value: Any) -> None:

@@ -101,6 +101,7 @@ def predict_text(answer: dict[str, Any]) -> str:
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, the "
                      f"calibrated model gives it {ms(cal['predicted_step_ms'])}"
                      + _residual_words(cal, answer, cal["predicted_step_ms"]))
+    lines += _wall_words(cal)
     parts = ", ".join(f"{k} {ms(v)}" for k, v in answer["parts_ms"].items()
                       if v is not None and v > 0)
     lines.append(f"  parts: {parts or 'none'}")
@@ -114,6 +115,24 @@ def predict_text(answer: dict[str, Any]) -> str:
         lines += textwrap.wrap(f"calibration: {n}", 100, initial_indent="  ",
                                subsequent_indent="    ")
     return "\n".join(lines)
+
+
+def _wall_words(cal: dict[str, Any] | None) -> list[str]:
+    """Where the calibration fitted the device span and the profile's step time (``perfkit
+    info``, ``perfkit compare``) also counts the wait before it, one line that says so, as
+    the Planner tab does; none where the two print alike."""
+    from ...format import time_text
+
+    if not cal or cal["source"] == "step time" or not cal.get("wall_step_ms") \
+            or cal["measured_step_ms"] is None:
+        return []
+    wall, span = cal["wall_step_ms"] * 1e3, cal["measured_step_ms"] * 1e3
+    if wall <= span or time_text(wall) == time_text(span):
+        return []
+    return _wrap_line(
+        f"measured on the device's span: perfkit info and perfkit compare give the step as "
+        f"{time_text(wall)}, with the {time_text(wall - span)} the device waits before "
+        "each step's first task (data, launch), which no layout shortens")
 
 
 def _per_device(answer: dict[str, Any]) -> str:
@@ -183,7 +202,7 @@ def layout_changes(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run ``perfkit plan``."""
     from ...answers import dumps, predict_answer
-    from ...answers.calibration import calibrated
+    from ...answers.calibration import calibrated, wall_step_s
     from ...plan import predict
     from ...plan.relayout import relayout
 
@@ -196,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         raise _as_option(exc) from None
     batch = None if args.num_micro_batches is not None else cal.job.global_batch_size
     pred = predict(cal, parallel=target, global_batch_size=batch)
-    answer = predict_answer(pred, cal, path=str(profile.meta.path or args.path))
+    answer = predict_answer(pred, cal, path=str(profile.meta.path or args.path),
+                            wall_step_s=wall_step_s(profile))
     print(dumps(answer) if args.json else predict_text(answer))
     return 0
