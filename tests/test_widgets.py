@@ -209,3 +209,37 @@ def test_panel_rejects_unknown_preset() -> None:
         metrics_panel(model="no-such-model")
     with pytest.raises(pk.PerfkitError, match="hardware"):
         metrics_panel(hardware="no-such-device")
+
+
+def test_panel_divides_mfu_by_the_peak_of_the_chosen_precision() -> None:
+    """Notebook 02's calculator said "fp16 peak" for a bf16 run: it had no precision. MFU
+    is model FLOPs per second per device over the chosen peak (the datasheet figures of
+    perfkit.Hardware), so choosing fp8 on an H100 divides the bf16 figure by the ratio of
+    the two peaks; a device without the type falls back to its default."""
+    panel = metrics_panel(hardware="h100", step_time_s=STEP_S)
+    box = panel.controls["dtype"]
+    assert box.value == "bf16" and "fp8" in box.options
+    h100 = pk.Hardware.preset("h100")
+
+    def mfu() -> float:
+        return float(panel.summary.set_index("key").loc["mfu", "value"])
+
+    bf16 = mfu()
+    box.value = "fp8"
+    assert mfu() == pytest.approx(bf16 * h100.peak_flops["bf16"] / h100.peak_flops["fp8"])
+    assert "fp8 peak" in panel.table.value
+    panel.controls["hardware"].value = "v100"  # no fp8 there: its default, fp16
+    assert box.value == "fp16" and "fp8" not in box.options
+    assert panel.error is None and "fp16 peak" in panel.table.value
+    with pytest.raises(pk.PerfkitError, match="dtype"):
+        metrics_panel(hardware="v100", dtype="fp8")
+
+
+@pytest.mark.slow  # loads a 16-rank sample: about 2 s
+def test_panel_starts_on_the_precision_of_the_job() -> None:
+    """A bf16 job on an Ascend 910B (default fp16) starts on its bf16 peak."""
+    job = pk.infer_job(pk.load("sample:llama2-13b-baseline-dp16", progress=False))
+    assert job.dtype == "bf16" and job.hardware.default_dtype == "fp16"
+    panel = metrics_panel(job=job)
+    assert panel.controls["dtype"].value == "bf16"
+    assert "bf16 peak" in panel.table.value

@@ -27,7 +27,8 @@ from .inference_memory import inference_memory_breakdown
 from .summary import memory_breakdown, metrics_summary, resolve_hardware
 from .what_if import FALLBACK_STEP_S, StartingStep, starting_step
 
-__all__ = ["MetricsPanel", "metrics_panel", "stand_in_sentence", "summary_html"]
+__all__ = ["MetricsPanel", "metrics_panel", "stand_in_sentence", "starting_dtype",
+           "summary_html"]
 
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 _TABLE_STYLE = (
@@ -94,7 +95,9 @@ class MetricsPanel(W.VBox):
     controls : dict of str to ipywidgets.Widget
         ``model``, ``hardware``, ``dp``, ``tp``, ``pp``, ``vpp``, ``micro_batch_size``,
         ``num_micro_batches``, ``recompute``, ``optimizer_parallel``,
-        ``sequence_parallel``, ``step_time_s``. Setting a ``value`` recomputes.
+        ``sequence_parallel``, ``step_time_s``, ``dtype`` (which of the device's peaks MFU
+        and HFU divide by; its options follow the ``hardware``). Setting a ``value``
+        recomputes.
     summary : pandas.DataFrame or None
         The last :func:`~perfkit.widgets.summary.metrics_summary` (None while the
         configuration is invalid).
@@ -129,6 +132,9 @@ class MetricsPanel(W.VBox):
                                 style=style, layout=layout),
             "hardware": W.Dropdown(options=Hardware.presets(), value=hardware,
                                    description="hardware", style=style, layout=layout),
+            "dtype": W.Dropdown(options=_peak_types(hardware), value=values["dtype"],
+                                description="precision (MFU peak)", style=style,
+                                layout=layout),
             "step_time_s": W.BoundedFloatText(value=values["step_time_s"], min=1e-3, max=1e5,
                                               step=0.1, description="step time (s)",
                                               style=style, layout=layout),
@@ -153,7 +159,8 @@ class MetricsPanel(W.VBox):
         self.message = W.HTML()
         c = self.controls
         columns = W.HBox([
-            W.VBox([c["model"], c["hardware"], c["step_time_s"], c["recompute"]]),
+            W.VBox([c["model"], c["hardware"], c["dtype"], c["step_time_s"],
+                    c["recompute"]]),
             W.VBox([c["dp"], c["tp"], c["pp"], c["vpp"]]),
             W.VBox([c["micro_batch_size"], c["num_micro_batches"], c["optimizer_parallel"],
                     c["sequence_parallel"]]),
@@ -175,6 +182,7 @@ class MetricsPanel(W.VBox):
         self.header = W.HTML(_TABLE_STYLE + about)
         super().__init__([self.header, columns, self.message, self.table, self.chart])
         self.add_class("pk-metrics-panel")
+        c["hardware"].observe(self._on_hardware, names="value")  # before the refresh
         for widget in self.controls.values():
             widget.observe(self._on_change, names="value")
         self.refresh()
@@ -200,7 +208,7 @@ class MetricsPanel(W.VBox):
         try:
             parallel = self.parallel_config()
             summary = metrics_summary(model, c["hardware"].value, parallel,
-                                      c["step_time_s"].value,
+                                      c["step_time_s"].value, c["dtype"].value,
                                       job=self.job if on_job else None)
             # the job's own forward-only step is held against its inference theory (the
             # table's memory row says so): the chart draws the same theory
@@ -228,6 +236,18 @@ class MetricsPanel(W.VBox):
     def _on_change(self, change: dict[str, Any]) -> None:
         self.refresh()
 
+    def _on_hardware(self, change: dict[str, Any]) -> None:
+        """The precision's options are the new device's peaks: the same type where it
+        lists one, else its default (set without a refresh: the hardware's follows)."""
+        box = self.controls["dtype"]
+        kept = box.value
+        box.unobserve(self._on_change, names="value")
+        try:
+            box.options = _peak_types(change["new"])
+            box.value = kept if kept in box.options else box.options[0]
+        finally:
+            box.observe(self._on_change, names="value")
+
     # ---- static fallback ---------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         """Add a static HTML snapshot (table and chart) for frontends without widgets.
@@ -241,6 +261,30 @@ class MetricsPanel(W.VBox):
         body = self.message.value or (self.table.value + self.chart.value)
         bundle["text/html"] = self.header.value + body
         return bundle
+
+
+def _peak_types(hardware: str) -> list[str]:
+    """The precisions ``hardware`` (a preset) lists a peak for, its default first."""
+    h = Hardware.preset(hardware)
+    return [h.default_dtype, *(d for d in h.peak_flops if d != h.default_dtype)]
+
+
+def starting_dtype(hardware: str, job: Job | None, dtype: str | None = None) -> str:
+    """The precision the panel starts on: ``dtype`` as given; else the job's where the
+    device lists a peak for it (a bf16 run on an Ascend 910B is measured against its bf16
+    peak, not the fp16 default); else the device's ``default_dtype``.
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        When ``dtype`` is given and ``hardware`` lists no peak for it.
+    """
+    types = _peak_types(hardware)
+    if dtype is not None:
+        check_choice("dtype", dtype, types)
+        return dtype
+    own = getattr(job, "dtype", None)
+    return own if own in types else types[0]
 
 
 def stand_in_sentence(job: Job, model: str, hardware: str) -> str:
@@ -283,6 +327,7 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
                   micro_batch_size: int = 1, num_micro_batches: int = 8,
                   recompute: str = "selective", optimizer_parallel: bool = True,
                   sequence_parallel: bool = False, step_time_s: float | None = None,
+                  dtype: str | None = None,
                   profile: str | None = None, job: Job | None = None,
                   measured_job: Job | None = None) -> MetricsPanel:
     """The metrics & memory calculator panel.
@@ -306,6 +351,10 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         ran the configuration of the controls, else the uncalibrated step estimate of the
         configuration — never another job's step (a ResNet-50's 177 ms under a stand-in
         Llama2-13B read MFU 1,609.9 %). The header says which.
+    dtype : str, optional
+        Which of the device's peaks MFU and HFU divide by (:func:`starting_dtype`:
+        default the job's precision where the device lists a peak for it, else the
+        device's ``default_dtype``).
     profile : str, optional
         Path of the profile the dashboard was started on; shown in the header.
     job : perfkit.Job, optional
@@ -351,7 +400,9 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         else:
             start = starting_step(spec, hardware, parallel, job or measured_job)
         step_time_s, step_note = start.step_s, start.sentence
+    dtype = starting_dtype(hardware, job or measured_job, dtype)
     return MetricsPanel(model, hardware, profile=profile, job=job, step_note=step_note,
+                        dtype=dtype,
                         dp=dp, tp=tp, pp=pp,
                         vpp=vpp, micro_batch_size=micro_batch_size,
                         num_micro_batches=num_micro_batches, recompute=recompute,
