@@ -208,10 +208,12 @@ class Job:
         shows 8 (8 per stage)"; the global batch is also checked against
         dp × micro-batch × micro-batches. A profile that runs no backward pass (an
         inference or evaluation step, :meth:`training_step`) comes first: the step model
-        counts a training step.
+        counts a training step. Last, what a config said that the job cannot hold (a
+        value's ``caveat``: per-stage selective recompute counts, counted on every layer).
         """
         out = disagreements(self._values, self.observed, self.parallel, self.world_size,
                             self.global_batch_size)
+        out += [v.caveat for v in self._values.values() if v.caveat]
         if self.training_step() is False:  # the figures' premise itself does not hold
             detail = self.observed[TRAINING_STEP][1]
             out.insert(0, f"the profile is not a training step: {detail}; the job's "

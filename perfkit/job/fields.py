@@ -61,11 +61,14 @@ LABELS = {"num_layers": "layers", "hidden_size": "hidden size",
 
 @dataclass(frozen=True)
 class FieldValue:
-    """One field's value, where it came from (:data:`SOURCES`) and what was read."""
+    """One field's value, where it came from (:data:`SOURCES`) and what was read;
+    ``caveat``, what the source said that the value cannot hold (a MindFormers YAML's
+    per-stage selective recompute counts), which :meth:`perfkit.Job.problems` says."""
 
     value: Any
     source: str
     detail: str
+    caveat: str = ""
 
 
 class Readings(dict[str, FieldValue]):

@@ -140,3 +140,37 @@ def test_parse_memory_size() -> None:
     assert parse_memory_size("58GB") == 58 * 1024**3
     assert parse_memory_size("512MB") == 512 * 1024**2
     assert parse_memory_size(2) == 2 * 1024**3
+
+
+@pytest.mark.parametrize(("select", "kind", "caveat"), [
+    ("[0, 0]", "none", False),          # counts of zero select nothing
+    ("[20, 20]", "selective", False),   # every layer of both stages (40 layers on pp 2)
+    ("[10, 0]", "selective", True),     # part of stage 0, none of stage 1
+    ("{'feed_forward\\.mul': [4, 0]}", "selective", True)])
+def test_per_stage_select_recompute_counts(tmp_path: Path, select: str, kind: str,
+                                           caveat: bool) -> None:
+    """A new user's walk: ``select_recompute: [0, 0]`` read as selective recompute, its
+    activations about 6× too low. Counts of zero now select nothing; counts short of a
+    stage's layers are said (perfkit counts every layer selective), and the job says
+    so among its problems."""
+    import perfkit as pk
+
+    text = (CONFIGS / "llama2_13b_pp2_select.yaml").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.strip().startswith("select_recompute:"))
+    text = text.replace(line, f"  select_recompute: {select}")
+    text = "\n".join(x for x in text.splitlines()
+                     if not x.strip().startswith("select_comm_recompute:"))
+    path = tmp_path / "select.yaml"
+    path.write_text(text, encoding="utf-8")
+    raw = yaml.safe_load(text)
+    assert raw["model"]["model_config"]["num_layers"] == 40  # 20 per stage
+    _, par, extras = read_mindformers_config(path)
+    assert par.recompute == kind
+    assert bool(extras["notes"]) is caveat
+    if caveat:
+        (note,) = extras["notes"]
+        assert note.startswith("recompute_config.select_recompute selects [") \
+            and "layers per stage of [20, 20]" in note
+        job = pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False), config=path)
+        assert any(p.endswith(note) and p.startswith("select.yaml: ")
+                   for p in job.problems())

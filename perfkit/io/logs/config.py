@@ -167,7 +167,31 @@ def _patterns(doc: _Doc, key: str, pp: int) -> Any:
                     f"or a mapping pattern -> per-stage counts, found {value!r}")
 
 
-def _recompute(doc: _Doc, pp: int) -> tuple[str, tuple[int, ...] | None, dict[str, Any]]:
+def _selected_per_stage(value: Any, pp: int) -> tuple[bool, tuple[int, ...] | None]:
+    """Whether a ``select_recompute`` style value (:func:`_patterns`) selects anything, and
+    on how many layers of each stage where it counts them (None: every layer). Per-stage
+    counts of zero select nothing (``[0, 0]``); a mapping's patterns count per stage as
+    the most of any pattern, a pattern set ``true`` as every layer."""
+    if isinstance(value, bool):
+        return value, None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return bool(value), None
+    if isinstance(value, tuple):
+        return any(value), value
+    if isinstance(value, Mapping):
+        if any(v is True for v in value.values()):
+            return True, None
+        counts = [tuple(v) for v in value.values() if not isinstance(v, bool)]
+        most = tuple(max((c[s] for c in counts), default=0) for s in range(pp))
+        return any(most), most
+    return bool(value), None
+
+
+def _recompute(doc: _Doc, pp: int, per_stage: Sequence[int]
+               ) -> tuple[str, tuple[int, ...] | None, dict[str, Any], list[str]]:
+    """The recompute kind, the fully recomputed layers per stage, the section as read, and
+    notes on what :class:`~perfkit.specs.ParallelConfig` cannot hold (``per_stage``: the
+    model's layers on each stage)."""
     raw = doc.get("recompute_config", "recompute", default=False)
     keys = ("recompute_config", "recompute")
     layers: tuple[int, ...] | None = None
@@ -181,10 +205,22 @@ def _recompute(doc: _Doc, pp: int) -> tuple[str, tuple[int, ...] | None, dict[st
                         f"layer counts, found {raw!r}")
     select = _patterns(doc, "select_recompute", pp)
     comm = _patterns(doc, "select_comm_recompute", pp)
+    notes: list[str] = []
+    chosen = [(k, *_selected_per_stage(v, pp)) for k, v in
+              (("select_recompute", select), ("select_comm_recompute", comm))]
     if full:
         kind = "full"
-    elif select or comm:
+    elif any(on for _, on, _ in chosen):
         kind = "selective"
+        for key, on, counts in chosen:
+            if on and counts is not None and any(
+                    c < n for c, n in zip(counts, per_stage, strict=True)):
+                notes.append(
+                    f"recompute_config.{key} selects {list(counts)} layers per stage of "
+                    f"{list(per_stage)}: perfkit has no per-stage count for selective "
+                    "recompute and counts every layer selective, so the activation memory of "
+                    "the layers the config does not select is underestimated (set recompute "
+                    "none and compare, for the other bound)")
     else:
         kind = "none"
     config = {"recompute": raw if isinstance(raw, bool) else list(layers or ()),
@@ -194,7 +230,7 @@ def _recompute(doc: _Doc, pp: int) -> tuple[str, tuple[int, ...] | None, dict[st
                 "select_comm_recompute_exclude"):
         if doc.get("recompute_config", key) is not None:
             config[key] = doc.get("recompute_config", key)
-    return kind, layers, config
+    return kind, layers, config, notes
 
 
 # --------------------------------------------------------------------------------------
@@ -225,7 +261,8 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
         unset or -1) when ``parallel.enable_parallel_optimizer`` (or the older
         ``parallel_config.optimizer_shard``) is on, else 1; ``recompute`` = "full" for
         ``recompute: true``, "selective" when ``select_recompute`` or
-        ``select_comm_recompute`` is set, else "none"; ``recompute_layers`` = the per-stage
+        ``select_comm_recompute`` selects something (per-stage counts of zero, ``[0, 0]``,
+        select nothing), else "none"; ``recompute_layers`` = the per-stage
         list of ``recompute: [4, 0]`` (lists of per-chunk lists are summed per stage).
     extras : dict
         ``recompute_config`` (``recompute``, ``select_recompute`` as a list or a dict
@@ -235,7 +272,8 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
         ``gradient_accumulation_steps``, ``micro_batch_interleave_num``,
         ``use_seq_parallel`` (as written), ``context_parallel``, ``parallel_mode``,
         ``jit_level``, ``save_graphs``, ``profile`` (dict of the switches present among
-        :data:`PROFILE_KEYS`) and ``path``.
+        :data:`PROFILE_KEYS`), ``path`` and ``notes`` (what the layout cannot hold: per-stage
+        counts of selective recompute, which perfkit applies to every layer).
 
     Raises
     ------
@@ -252,9 +290,12 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
     for key in ("parallel_config", "parallel", "runner_config", "context", "recompute_config"):
         doc.section(key)
     pp = _int(doc, ("parallel_config", "pipeline_stage"), 1)
-    kind, layers, recompute_config = _recompute(doc, pp)
+    base, extra = divmod(model.num_layers, pp)
+    per_stage = [base + (s < extra) for s in range(pp)]
+    kind, layers, recompute_config, notes = _recompute(doc, pp, per_stage)
     parallel, extras = _parallel(doc, pp, kind, layers)
     extras["recompute_config"] = recompute_config
+    extras["notes"] = notes
     extras.update(_context(doc))
     extras["profile"] = {k: doc.get(k) for k in PROFILE_KEYS if doc.get(k) is not None}
     extras["path"] = str(path)
