@@ -80,3 +80,19 @@ def test_a_share_of_another_step_than_the_one_shown_names_its_basis() -> None:
     # step", as the headline shows it
     other = profile_info_text(str(bundled_profile("slow-rank")), n_findings=3)
     assert "% of the step)" in other and "the preparing before it" not in other
+
+
+def test_a_figure_names_the_job_s_warnings_once() -> None:
+    """A walk found "see the job's warning above" ten times in one warning, once per job
+    problem the guard had joined: a run of them is named once, with its count."""
+    from perfkit.cli.profile_text import _said_above
+
+    problems = ["the job has tp 4 (config) but the profile shows 2",
+                "the job has pp 2 (config) but the profile shows 1", "a third"]
+    warning = "MFU 742.7 % is above 100 % of the peak, which is impossible: " + \
+        "; ".join(problems)
+    assert _said_above(warning, problems) == (
+        "MFU 742.7 % is above 100 % of the peak, which is impossible: see the job's 3 "
+        "warnings above")
+    assert _said_above(f"x: {problems[1]}", problems) == "x: see the job's warning above"
+    assert _said_above("x: nothing of theirs", problems) == "x: nothing of theirs"

@@ -256,11 +256,22 @@ def _job_lines(job: Any) -> list[str]:
                                                     "predicted_step_s"):
             lines += _wrap(f"({row['note']})", "    ")  # which convention: forward or not
         if isinstance(row["warning"], str) and row["warning"]:
-            warning = row["warning"]
-            for problem in job.problems():  # said above in full: named, not repeated
-                warning = warning.replace(problem, "see the job's warning above")
-            lines += _wrap(f"warning: {warning}", "    ")
+            lines += _wrap(f"warning: {_said_above(row['warning'], job.problems())}", "    ")
     return lines
+
+
+def _said_above(warning: str, problems: list[str]) -> str:
+    """A figure's warning with the job's problems, printed above it in full, named once
+    ("see the job's 10 warnings above"), not repeated."""
+    mark = "\x00"  # a stand-in for each problem said above: no warning holds it
+    for problem in problems:
+        warning = warning.replace(problem, mark)
+
+    def named(run: re.Match[str]) -> str:
+        n = run.group(0).count(mark)
+        return "see the job's warning above" if n == 1 else f"see the job's {n} warnings above"
+
+    return re.sub(f"{mark}(?:; {mark})*", named, warning)
 
 
 def _inference_mfu_lines(job: Any) -> list[str]:
