@@ -48,10 +48,25 @@ def test_steps_and_comm_rank0():
         [int(r["total"]) / 100 for r in trace])  # 10 ns ticks
     with open(PROPOSE / "hccl_raw_0.csv") as fh:
         hccl = [r for r in csv.DictReader(fh) if r["step_num"].isdigit()]
-    cost = sum(v[1] for r in hccl
-               for v in json.loads(r["communication_operator_cost"]).values())
-    assert p.comm_ops["elapse_us"].sum() == pytest.approx(cost * 1000)
+    ops = [v for r in hccl for v in json.loads(r["communication_operator_cost"]).values()]
+    cost, wait = sum(v[1] for v in ops), sum(v[2] for v in ops)
+    # MindInsight's HcclParser: the cost is the link tasks' transfer time, the wait the
+    # notify waits outside them; two parts apart, the op's time their sum (a walk found
+    # receive waits 196× their "elapse" when the cost alone was taken for it)
+    assert p.comm_ops["transit_us"].sum() == pytest.approx(cost * 1000)
+    assert p.comm_ops["wait_us"].sum() == pytest.approx(wait * 1000)
+    assert p.comm_ops["elapse_us"].sum() == pytest.approx((cost + wait) * 1000)
     assert p.meta.origin_ns is None
+
+
+def test_no_communication_share_is_above_one():
+    """comm_summary on the whole legacy cluster: transit and wait shares of each kind of
+    collective sum to 1 (they read 0.16 and 196.5 before)."""
+    summary = pk.analysis.comm_summary(detect.load(PROPOSE, cache=False))
+    assert len(summary)
+    shares = summary[["transit_share", "wait_share"]]
+    assert (shares <= 1 + 1e-9).all().all()
+    assert shares.sum(axis=1).tolist() == pytest.approx([1.0] * len(summary))
 
 
 def test_the_cluster_analyse_files_last_row_is_the_mean_not_a_step():

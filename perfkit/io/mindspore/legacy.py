@@ -9,7 +9,10 @@ What maps to the canonical tables:
   ``computing_or_free_us`` and ``computing_us`` / ``free_us`` stay unknown) and
   ``step_trace_raw_{rank}_detail_time.csv`` (10 ns counter ticks: iteration span, interval,
   fp+bp, tail - kept as extra ``*_us`` columns);
-- ``comm_ops``: ``hccl_raw_{rank}.csv`` (per-op cost and wait in ms per step);
+- ``comm_ops``: ``hccl_raw_{rank}.csv`` (per op and step, in ms, ``[step, cost, wait,
+  links]``: MindInsight's ``HcclParser`` sums the link tasks' transfer time into the cost
+  and the notify waits outside them into the wait, two parts apart, so ``transit_us`` is the
+  cost, ``wait_us`` the wait and ``elapse_us`` their sum);
 - ``kernels``: ``ascend_timeline_display_{rank}.json`` (Chrome trace, times relative to the
   start of profiling: the file has no epoch, so ``origin_ns`` stays None). Its pid 10000
   holds the step trace's all-reduce phases (``stream_{id}_parallel_{n}``: from an
@@ -407,8 +410,8 @@ def _hccl(path: Path) -> pd.DataFrame:
             if not isinstance(val, list) or len(val) < 3:
                 continue
             rows.append({"step": int(step), "name": _OP_RE.match(key).group(1),
-                         "op_key": key, "elapse_us": _f(val[1]) * 1000.0,
-                         "wait_us": _f(val[2]) * 1000.0})
+                         "op_key": key, "elapse_us": (_f(val[1]) + _f(val[2])) * 1000.0,
+                         "transit_us": _f(val[1]) * 1000.0, "wait_us": _f(val[2]) * 1000.0})
     return pd.DataFrame(rows)
 
 
