@@ -31,10 +31,10 @@ import pandas as pd
 
 from .._text_dtype import TEXT
 from ..errors import PerfkitError
-from ..format import plural, share_text
+from ..format import counted, share_text
 from ._tasks import PMU_COMPUTE, PMU_MEMORY, PMU_RATIOS, pmu_maxima
 
-__all__ = ["COLUMNS", "SWITCHES", "recording_check"]
+__all__ = ["COLUMNS", "SWITCHES", "UNREAD_IN_FORMAT", "recording_check"]
 
 #: Columns of :func:`recording_check`.
 COLUMNS = ("analysis", "profiler", "status", "switch", "lacks", "evidence", "cost")
@@ -102,6 +102,23 @@ SWITCHES: dict[tuple[str, str], tuple[str, str]] = {
         "mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "
         "active=3), ...) and prof.step() at the end of every step (MindSpore >= 2.4)",
         "none while recording; it limits the output to the active steps"),
+}
+
+#: Per source format, the switches whose output perfkit does not read from it, and why:
+#: their rows are "not checked", never "missing" (the switch would change nothing here).
+UNREAD_IN_FORMAT: dict[str, dict[str, str]] = {
+    "mindspore_legacy": {
+        "memory": "perfkit reads no memory files of legacy MindInsight output (MindSpore "
+                  "<= 2.3); recorded with the switch by MindSpore >= 2.4, memory_record.csv "
+                  "is read",
+        "pmu": "perfkit reads no PMU counters of legacy MindInsight output (its "
+               "aicore_intermediate files hold per-operator averages); recorded with the "
+               "switch by MindSpore >= 2.4, kernel_details.csv's ratios are read"},
+    "cann_raw": {
+        "memory": "raw CANN timeline files export no memory records; an export's "
+                  "ASCEND_PROFILER_OUTPUT holds them",
+        "pmu": "raw CANN timeline files export no PMU counters; an export's "
+               "kernel_details.csv holds them"},
 }
 
 #: Share of framework operators with shapes under which the shapes count as not
@@ -232,6 +249,15 @@ def _communication_kernels(kernels: pd.DataFrame) -> int:
     return int(_is_comm_task(kernels).sum())
 
 
+def _unread(row: dict[str, Any], switch: str, fmt: str | None) -> dict[str, Any]:
+    """``row`` as "not checked" where ``fmt`` is a format perfkit does not read
+    ``switch``'s output from (:data:`UNREAD_IN_FORMAT`)."""
+    why = UNREAD_IN_FORMAT.get(fmt or "", {}).get(switch)
+    if why is None:
+        return row
+    return {**row, "status": "not checked", "lacks": "", "evidence": why}
+
+
 def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     meta = profile.meta
     level = meta.profiler_level or "unknown"
@@ -245,20 +271,22 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     # or rank says so (a lone kernel_details.csv), so its communication tables are missing
     on_device = _communication_kernels(kernels)
     comm_missing = comm.empty and ((world or 1) > 1 or on_device > 0)
-    counted = (f"{on_device:,} communication kernels ran on the device, but no "
+    ops_said = (f"{on_device:,} communication kernels ran on the device, but no "
                "communication table was read (where communication.json is in the output "
                "folder, open the folder, not one file of it)" if comm.empty and on_device
                else f"{len(comm):,} communication operators")
+    said = [n for n in meta.notes if "comm_ops:" in str(n)] if comm_missing else []
+    loader = f"; the loader: {said[0]}" if said else ""  # a file not in the folder, say
     if p == "torch_npu":
         rows.append(_row(p, "level", "communication (comm_ops, bandwidth, matrix)",
                          comm_missing or level == "Level0", "communication tables",
-                         f"profiler level {level}; {counted}"))
+                         f"profiler level {level}; {ops_said}{loader}"))
     else:
         rows.append(_row(p, "communication", "communication (comm_ops, bandwidth, matrix)",
                          comm_missing if comm_missing or (world or 1) > 1 else "n/a",
                          "communication operators",
-                         f"{counted} over {plural(world, 'rank')}"))
-    rows.append(_pmu_row(p, kernels))
+                         f"{ops_said} over {counted(world, 'rank')}{loader}"))
+    rows.append(_unread(_pmu_row(p, kernels), "pmu", meta.source_format))
     if p == "torch_npu":
         # perfkit reads the device kernels' shapes from kernel_details.csv, which torch_npu
         # always writes; record_shapes adds them to the host operators
@@ -270,10 +298,10 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
                          "kernels carry input shapes (kernel_details.csv, written whatever "
                          "record_shapes says)"))
     memory, op_memory = _table(profile, "memory"), _table(profile, "op_memory")
-    rows.append(_row(p, "memory", "memory over time and per operator",
-                     memory.empty and op_memory.empty, "memory records",
-                     f"{len(memory):,} memory samples, {len(op_memory):,} operator "
-                     "allocations"))
+    rows.append(_unread(_row(p, "memory", "memory over time and per operator",
+                             memory.empty and op_memory.empty, "memory records",
+                             f"{len(memory):,} memory samples, {len(op_memory):,} operator "
+                             "allocations"), "memory", meta.source_format))
     if p == "torch_npu":
         rows.append(_row(p, "simplification", "raw data kept for a later re-export",
                          None, "", "perfkit reads ASCEND_PROFILER_OUTPUT only"))

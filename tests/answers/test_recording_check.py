@@ -231,3 +231,49 @@ def test_with_stack_is_recorded_where_the_trace_holds_python_stacks() -> None:
     row = stack_row(TRACE)
     assert row["status"] == "not checked"
     assert row["evidence"].startswith("no python_function events")
+
+
+@pytest.mark.shared_samples
+@pytest.mark.parametrize(("name", "fmt"), [("mi_run1", "mindspore_legacy"),
+                                           ("mi_prof", "cann_raw")])
+def test_switches_whose_output_the_format_does_not_hold_are_not_asked_for(
+        name: str, fmt: str) -> None:
+    """A walk: ``check`` asked legacy MindInsight and raw CANN output for
+    ``profile_memory=True`` (and the PMU switch), whose records perfkit never reads from
+    those formats — the loaders' own notes say so. Those rows are "not checked", with
+    why."""
+    import perfkit as pk
+    from perfkit.analysis.recording_check import UNREAD_IN_FORMAT, recording_check
+
+    profile = pk.load(sample(f"wild/{name}"), progress=False)
+    assert profile.meta.source_format == fmt
+    table = recording_check(profile).set_index("analysis")
+    for analysis, switch in (("memory over time and per operator", "memory"),
+                             ("compute- or memory-bound per operator (PMU pipe ratios)",
+                              "pmu")):
+        assert table.loc[analysis, "status"] == "not checked"
+        assert table.loc[analysis, "evidence"] == UNREAD_IN_FORMAT[fmt][switch]
+
+
+@pytest.mark.shared_samples
+def test_a_legacy_rank_without_its_timeline_says_so(tmp_path: Path) -> None:
+    """A walk: mi_run1 without timeline_display_1.json loaded with no kernels and no
+    note, a note still said the steps were aligned with the timeline, and ``check`` asked
+    for profile_communication=True, whose records were in the missing file."""
+    import shutil
+
+    import perfkit as pk
+    from perfkit.analysis.recording_check import recording_check
+
+    folder = tmp_path / "profiler"
+    shutil.copytree(sample("wild/mi_run1") / "profiler", folder)
+    (folder / "timeline_display_1.json").unlink()
+    profile = pk.load(folder, progress=False)
+    notes = " ".join(str(n) for n in profile.meta.notes)
+    assert "no ascend_timeline_display_1.json (nor timeline_display_1.json)" in notes
+    assert "aligned with the timeline" not in notes
+    assert len(profile.kernels) == 0 and len(profile.steps) > 0
+    table = recording_check(profile).set_index("analysis")
+    row = table.loc["communication (comm_ops, bandwidth, matrix)"]
+    assert row["status"] == "missing"
+    assert "neither hccl_raw_1.csv nor the timeline is in the folder" in row["evidence"]

@@ -147,6 +147,15 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
             notes.append(f"comm_ops: {what} of {tl.name} "
                          f"({LEGACY_UNRECORDED.format(rank=rank)})")
         notes.extend(f"{tl.name}: {n}" for n in trace_notes)
+    elif tables:  # a rank with its step files but not its timeline
+        notes.append(f"kernels: no ascend_timeline_display_{rank}.json (nor "
+                     f"timeline_display_{rank}.json) for this rank: its device tasks, host "
+                     "operators and the step trace's all-reduce phases are not read")
+        if "comm_ops" not in tables:  # neither file that holds it: not "not recorded"
+            notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
+            notes.append(f"comm_ops: neither hccl_raw_{rank}.csv nor the timeline is in the "
+                         "folder, so the communication was not read (it may have been "
+                         "recorded: copy the files back)")
     _align_steps(folder, rank, tables, notes)
     info: dict[str, Any] = {}
     if "info" in files:
@@ -215,7 +224,7 @@ def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
         if "_end_point" in steps else None
     for col in ("_start_point", "_end_point"):
         steps.pop(col) if col in steps else None
-    if ticks is None:
+    if ticks is None or "kernels" not in tables:  # no timeline to align the steps with
         return
     counter = folder / f"min_cycle_counter_{rank}.txt"
     if counter.is_file():
