@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from perfkit.errors import ProfileError
@@ -135,6 +136,9 @@ def test_cpu_pool_lines_from_a_real_noisy_log() -> None:
     ("{ step:[    1/   10], loss:  1.0, per_step_time: fastms, lr: 0.1 }\n", 1,
      read_training_log),
     ("{ step:[    1/   10], loss: ???, per_step_time: 5ms }\n", 1, read_training_log),
+    # a walk: an O for a 0 read as loss 1.0, its first digit
+    ("{ step:[    1/   10], loss: 2.5, per_step_time: 5ms }\n"
+     "{ step:[    2/   10], loss: 1O.2x 10.3, per_step_time: 5ms }\n", 2, read_training_log),
     ("x\ny\nDevice HBM memory size: 12.5M\n", 3, read_memory_log),
     ("Device MOC memory size: 100M\nMindSpore Used memory size: lotsM\n", 2, read_memory_log),
 ])
@@ -160,3 +164,18 @@ def test_unreadable_and_empty_logs(tmp_path: Path) -> None:
     assert read_memory_log(empty).empty
     with pytest.raises(ProfileError, match="no such file"):
         read_memory_log(tmp_path / "missing.log")
+
+
+def test_a_garbled_number_is_not_read_as_its_first_digits(tmp_path: Path) -> None:
+    """Fields perfkit reads as numbers end at a delimiter: an lr or a norm garbled inside
+    (``1.2O00e-05``) is NA, not 1.2; the loss is refused with its own text."""
+    path = tmp_path / "garbled.log"
+    path.write_text("{ step:[    1/   10], loss: 2.5, per_step_time: 5ms, lr: 1.2O00e-05, "
+                    "global_norm: [3.5x] }\n", encoding="utf-8")
+    row = read_training_log(path).iloc[0]
+    assert row["loss"] == 2.5 and row["per_step_time_ms"] == 5
+    assert pd.isna(row["lr"]) and pd.isna(row["global_norm"])
+    path.write_text("{ step:[    1/   10], loss: 1O.2x, per_step_time: 5ms }\n",
+                    encoding="utf-8")
+    with pytest.raises(ProfileError, match="found 'loss: 1O.2x, per_step_time: 5ms"):
+        read_training_log(path)

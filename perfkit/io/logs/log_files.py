@@ -61,22 +61,25 @@ _FILE_RANK = re.compile(r"(?:worker|rank|device)[_-]?(\d{1,9})(?!\d)", re.IGNORE
 _GLOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \w+\((\d{1,10})[,:]")
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|nan|inf)"
+# a number ends there: "1O.2x" (an O for a 0) is no number, not the 1 before it
+_END = r"(?![\w.])"
 _STEP_START = re.compile(r"\{\s*(?:Epoch|step)\s*:")
 _EPOCH = re.compile(r"Epoch:\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 _STEP = re.compile(r"\bstep:\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
-_LOSS = re.compile(rf"\bloss:\s*(?:\[\s*({_NUM})\s*/\s*({_NUM})\s*\]|({_NUM})|(N/A))",
+_LOSS = re.compile(rf"\bloss:\s*(?:\[\s*({_NUM})\s*/\s*({_NUM})\s*\]|({_NUM}){_END}|(N/A))",
                    re.IGNORECASE)
 _STEP_TIME = re.compile(r"per_step_time:\s*(\d+(?:\.\d+)?)\s*ms")
-_LR = re.compile(rf"\blr:\s*\[?\s*({_NUM})")
+_LR = re.compile(rf"\blr:\s*\[?\s*({_NUM}){_END}")
 _OVERFLOW = re.compile(r"overflow cond:\s*(True|False)")
-_LOSS_SCALE = re.compile(rf"loss_scale:\s*\[?\s*({_NUM})")
-_NORM = re.compile(rf"\b(?:global_norm|grad_norm):\s*\[?\s*({_NUM})")
+_LOSS_SCALE = re.compile(rf"loss_scale:\s*\[?\s*({_NUM}){_END}")
+_NORM = re.compile(rf"\b(?:global_norm|grad_norm):\s*\[?\s*({_NUM}){_END}")
 _TP_NPU = re.compile(rf"train_throughput_per_npu:\s*({_NUM})\s*T")
 _TP_NEW = re.compile(rf"(?<![\w])throughput:\s*({_NUM})\s*T")
 _SAMPLES = re.compile(rf"({_NUM})\s*samples/s/p")
 _SETTING = re.compile(r"(?<![\w.])(global_batch_size|seq_length|micro_batch_num|batch_size)"
                       r"['\"]?\s*[:=]\s*(\d+)\b")
-_EXTRA_LOSS = re.compile(rf"\b(lm_loss|load_balancing_loss|mtp_loss|indexer_loss):\s*({_NUM})")
+_EXTRA_LOSS = re.compile(
+    rf"\b(lm_loss|load_balancing_loss|mtp_loss|indexer_loss):\s*({_NUM}){_END}")
 
 _DEVICE_SIZE = re.compile(r"Device (HBM|MOC) memory size:\s*([^\sM]+)(M?)")
 _MEM_ITEMS = (
@@ -212,7 +215,8 @@ def _parse_step(text: str, path: Path, lineno: int) -> dict[str, Any]:
         row["epoch"], row["epochs"] = int(epoch.group(1)), int(epoch.group(2))
     loss = _LOSS.search(text)
     if loss is None and "loss" in text:
-        raise ProfileError(path, f"unreadable loss in {text.strip()[:120]!r}", line=lineno,
+        at = text[text.index("loss"):].strip()[:60]  # the field, not the line's opening
+        raise ProfileError(path, f"expected 'loss: <number>', found {at!r}", line=lineno,
                            field="loss")
     if loss is not None:
         row["loss"] = _num(loss.group(1) or loss.group(3))
