@@ -190,7 +190,7 @@ def test_steps_of_a_timeline_without_the_counter_file():
 def test_the_timeline_data_gives_the_counter_files_zero():
     """mi_run1 has both files: the time 0 matched from output_timeline_data is the value
     of min_cycle_counter (10 ns ticks), read here."""
-    from perfkit.io.mindspore.legacy import _timeline_zero_us
+    from perfkit.io.mindspore.legacy_steps import _timeline_zero_us
 
     folder = sample("wild/mi_run1") / "profiler"
     zero_ticks = float((folder / "min_cycle_counter_1.txt").read_text().split()[0])
@@ -214,3 +214,28 @@ def test_aggregate_only_files_are_recognised(tmp_path):
     assert "minddata_pipeline_raw_1.csv" in p.meta.extra["files"]
     assert any("aggregate" in n for n in p.meta.notes)
     assert len(p.kernels) == 0 and len(p.steps) == 0
+
+
+def test_a_step_trace_value_that_is_not_a_number_is_named(tmp_path):
+    """A walk: step 4's end_point set to ``abc`` left that step with no device tasks and
+    only a note blaming the timeline. The note now names the file, line and field."""
+    import shutil
+
+    from shared_samples import sample as wild
+
+    folder = tmp_path / "profiler"
+    shutil.copytree(wild("wild/mi_run1") / "profiler", folder)
+    trace = folder / "step_trace_raw_1_detail_time.csv"
+    with open(trace, newline="") as fh:
+        rows = list(csv.reader(fh))
+    header = rows[0]
+    line = next(i for i, r in enumerate(rows) if r[0] == "4") + 1  # 1-based line
+    rows[line - 1][header.index("end_point")] = "abc"
+    with open(trace, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    p = pk.load(folder, progress=False, cache=False)
+    notes = [str(n) for n in p.meta.notes]
+    assert any(f"step_trace_raw_1_detail_time.csv: end_point is not a number on line {line} "
+               "('abc')" in n for n in notes), notes
+    kernels = p.kernels
+    assert (kernels["step"] == 4).sum() == 0 and (kernels["step"] == 5).sum() > 0

@@ -37,17 +37,14 @@ import pandas as pd
 
 from ..._text_dtype import TEXT
 from ...errors import ProfileError, file_boundary
-from ...format import runs_text
 from ...profile import ProfileMeta
-from .._common import read_csv, read_header, read_json, to_float, with_notes
+from .._common import read_csv, read_json, with_notes
 from ..canonical.comm_words import LEGACY_UNRECORDED
 from ..chrome.decode import read_chrome_trace
 from ..chrome.tables import NA_NS
+from .legacy_steps import REDUCE_FIELD, _align_steps, _cluster_analyse, _step_trace
 
 __all__ = ["parse"]
-
-_TICK_US = 0.01  # step_trace_raw values are 10 ns system-counter ticks
-
 
 def _files(folder: Path, rank: int) -> dict[str, Path]:
     pats = {
@@ -108,7 +105,7 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
     steps = None
     if "step_trace" in files:
         with file_boundary(files["step_trace"], "a MindSpore step trace"):
-            steps = _step_trace(files["step_trace"])
+            steps = _step_trace(files["step_trace"], notes)
         table_files["steps"] = str(files["step_trace"])
     if "cluster_analyse" in files:
         with file_boundary(files["cluster_analyse"], "a MindSpore per-step breakdown"):
@@ -139,7 +136,7 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
         if "comm_ops" in timeline and table_files.get("comm_ops") == str(tl):
             notes[:] = [n for n in notes if not n.startswith("comm_ops: no hccl_raw")]
             phases = timeline["comm_ops"]["name"].astype(TEXT).str.match(
-                _REDUCE_FIELD).fillna(False)
+                REDUCE_FIELD).fillna(False)
             what = ("the step trace's all-reduce phases (pid 10000, stream_{id}_parallel_{n}:"
                     " from an all-reduce's start mark to its end mark on a stream, waits "
                     "included; one per stream and step)" if bool(phases.all()) else
@@ -185,216 +182,6 @@ def parse(folder: Path, rank: int | None) -> tuple[ProfileMeta, dict[str, pd.Dat
     return meta, tables
 
 
-def _step_trace(path: Path) -> pd.DataFrame:
-    table = read_csv(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)",
-                     required=[("step_num",), ("total",), ("iteration_interval",)],
-                     text_cols=["step_num"])
-    df = table.select([c for c in ("step_num", "start_point", "end_point", "total",
-                                   "iteration_interval", "fp_and_bp", "tail")
-                       if c in table.column_names]).to_pandas()
-    step = pd.to_numeric(df["step_num"], errors="coerce")
-    keep = step.notna() & (step > 0)  # '-' is the average row; 0 a placeholder
-    n = len(df)
-    out = pd.DataFrame({"step": step[keep].to_numpy()})
-    for col in ("total", "iteration_interval", "fp_and_bp", "tail"):
-        if col in df:
-            vals = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)
-            out[f"{col}_us"] = vals[keep.to_numpy()] * _TICK_US
-    for col in ("start_point", "end_point"):  # ticks; turned into times by _align_steps
-        if col in df:
-            out[f"_{col}"] = pd.to_numeric(df[col], errors="coerce").to_numpy(
-                np.float64)[keep.to_numpy()]
-    del n
-    return out
-
-
-def _align_steps(folder: Path, rank: int, tables: dict[str, pd.DataFrame],
-                 notes: list[str]) -> None:
-    """Step of each timeline event, from the step trace's tick windows.
-
-    ``min_cycle_counter_{rank}.txt`` (MindSpore 1.x) holds the counter value (10 ns ticks)
-    at time 0 of the timeline, so a step spans ``(start_point - min_cycle) * 0.01`` to
-    ``(end_point - min_cycle) * 0.01`` µs of the timeline. Without it the steps stay
-    unaligned (events keep no step).
-    """
-    steps = tables.get("steps")
-    if steps is None or "_start_point" not in steps:
-        return
-    ticks = steps[["_start_point", "_end_point"]].to_numpy(np.float64) \
-        if "_end_point" in steps else None
-    for col in ("_start_point", "_end_point"):
-        steps.pop(col) if col in steps else None
-    if ticks is None or "kernels" not in tables:  # no timeline to align the steps with
-        return
-    counter = folder / f"min_cycle_counter_{rank}.txt"
-    if counter.is_file():
-        try:
-            zero = float(counter.read_text(encoding="utf-8", errors="replace").split()[0])
-        except (OSError, ValueError, IndexError):
-            notes.append(f"steps: {counter.name} is not a number; events keep no step")
-            return
-        how = f"{counter.name} (the counter at time 0 of the timeline)"
-    else:
-        data = folder / f"output_timeline_data_{rank}.txt"
-        zero_us = _timeline_zero_us(data, tables.get("kernels"))
-        if zero_us is None:
-            return
-        zero = zero_us / _TICK_US
-        how = (f"{data.name} (its operators' start times in ms on the counter's clock, "
-               "matched with the same operators in the timeline)")
-    start = (ticks[:, 0] - zero) * _TICK_US
-    end = (ticks[:, 1] - zero) * _TICK_US
-    steps["step_start_us"] = start
-    order = np.argsort(start, kind="stable")
-    s_sorted, e_sorted = start[order], end[order]
-    ids = steps["step"].to_numpy(np.float64)[order]
-    for name in ("kernels", "comm_ops", "ops"):
-        frame = tables.get(name)
-        if frame is None or not len(frame) or "start_us" not in frame:
-            continue
-        t = frame["start_us"].to_numpy(np.float64)
-        idx = np.searchsorted(s_sorted, t, side="right") - 1
-        ok = (idx >= 0) & np.isfinite(t)
-        idx_c = np.clip(idx, 0, max(len(s_sorted) - 1, 0))
-        ok &= t < e_sorted[idx_c]
-        frame["step"] = np.where(ok, ids[idx_c], np.nan)
-    notes.append(f"steps: aligned with the timeline through {how}; events outside every "
-                 "step keep no step")
-    _mark_recorded(steps, tables.get("kernels"), start, end, notes)
-
-
-def _timeline_zero_us(path: Path, kernels: pd.DataFrame | None,
-                      tolerance_us: float = 1.0) -> float | None:
-    """Time 0 of the timeline on the step trace's clock (µs), from ``output_timeline_data``.
-
-    Without ``min_cycle_counter_{rank}.txt`` (MindInsight's later layouts), the timeline
-    file still lists each device operator's start in ms on the system counter's clock
-    (``op_name, stream_id, start_time(ms), duration(ms)``; 1 ms = 1e5 ticks of 10 ns, the
-    unit of ``step_trace_raw``): on ``wild/mi_run1``, where both exist, the first
-    operator's start is the counter at time 0 exactly. The k-th run of an operator in this
-    file and in the timeline's ``kernels`` are the same task, so each pair gives the shift
-    from the timeline's times to the counter's; their median is used when at least 90 % of
-    the pairs agree with it within ``tolerance_us``, else None (the steps stay unaligned).
-    """
-    if kernels is None or not len(kernels) or not path.is_file():
-        return None
-    try:
-        data = pd.read_csv(path, skipinitialspace=True)
-    except (OSError, ValueError, pd.errors.ParserError):
-        return None
-    if data.shape[1] < 3 or data.empty:
-        return None
-    name = data.iloc[:, 0].astype(TEXT).str.strip()
-    ms = pd.to_numeric(data.iloc[:, 2], errors="coerce")
-    absolute = pd.DataFrame({"name": name, "t": ms * 1000.0}).dropna()
-    relative = pd.DataFrame({"name": kernels["name"].astype(TEXT),
-                             "t": pd.to_numeric(kernels["start_us"], errors="coerce")}) \
-        .dropna()
-    pairs = []
-    for frame in (absolute, relative):
-        frame = frame.sort_values("t", kind="stable")
-        frame["k"] = frame.groupby("name").cumcount()
-        pairs.append(frame)
-    both = pairs[0].merge(pairs[1], on=["name", "k"], suffixes=("_abs", "_rel"))
-    if both.empty:
-        return None
-    shift = (both["t_abs"] - both["t_rel"]).to_numpy(np.float64)
-    zero = float(np.median(shift))
-    if np.mean(np.abs(shift - zero) <= tolerance_us) < 0.9:
-        return None
-    return zero
-
-
-def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.ndarray,
-                   end: np.ndarray, notes: list[str]) -> None:
-    """``steps.tasks_recorded``: whether the timeline holds each step's device tasks in full.
-
-    The step trace covers every step, but the timeline's device operators (every event but
-    the step trace's all-reduce phases, which MindInsight writes for every step) can stop
-    long before: on ``wild/mi_run1`` they end inside step 15 of 322. A step is recorded
-    when it has device tasks and the record of device tasks spans its whole window (the
-    first step may start after the record, the last end after it). The gaps between the
-    all-reduce phases of another step are not the device idling.
-    """
-    if kernels is None or not len(kernels) or "start_us" not in kernels or not len(start):
-        return
-    task = ~kernels["name"].astype(TEXT).str.match(_REDUCE_FIELD).fillna(False) \
-        .to_numpy(bool)
-    t0 = kernels["start_us"].to_numpy(np.float64)[task]
-    t1 = t0 + np.clip(kernels["dur_us"].to_numpy(np.float64)[task], 0.0, None)
-    ok = np.isfinite(t0) & np.isfinite(t1)
-    ids = steps["step"].to_numpy(np.float64)
-    if not ok.any():
-        recorded = np.zeros(len(ids), dtype=bool)
-    else:
-        first, last = float(t0[ok].min()), float(t1[ok].max())
-        stepped = kernels["step"].to_numpy(np.float64)[task] if "step" in kernels \
-            else np.full(int(task.sum()), np.nan)
-        has = np.isin(ids, stepped[np.isfinite(stepped)])
-        recorded = has & ((start >= first) | (start == np.nanmin(start))) \
-            & ((end <= last) | (end == np.nanmax(end)))
-    steps["tasks_recorded"] = recorded
-    if recorded.all():
-        return
-    done = [int(s) for s in ids[recorded]]
-    which = (f"steps {runs_text(done)}" if len(done) > 1 else
-             f"step {done[0]}" if done else "no step")
-    none = " (most hold only the step trace's all-reduce phases)" if not task.all() else ""
-    notes.append(f"steps: device tasks recorded for {which} of {len(ids)} (steps."
-                 "tasks_recorded): the timeline's device operators cover no more; the other "
-                 f"steps hold part of their device tasks or none{none}, so their gaps are not "
-                 "idle time")
-
-
-def _cluster_analyse(path: Path, steps: pd.DataFrame | None,
-                     notes: list[str]) -> pd.DataFrame:
-    header = read_header(path, "ascend_cluster_analyse_*.csv (MindSpore per-step breakdown)")
-    if "computation_time" not in header:
-        notes.append(f"steps: {path.name} has no computation_time column (MindSpore 1.x "
-                     "layout); computing/communication per step unknown")
-        return steps if steps is not None else pd.DataFrame()
-    table = read_csv(path, "ascend_cluster_analyse_*.csv (MindSpore per-step breakdown)",
-                     required=[("computation_time",), ("communication_alone_time",)])
-    rows = table.num_rows
-    h = table.column_names
-    # MindSpore writes one row per step and, after more than one, their mean as a last row
-    # (_write_cluster_metrices): that row is no step
-    n = rows - 1 if rows > 1 else rows
-    if n < rows:
-        notes.append(f"steps: the last row of {path.name} is MindSpore's mean over the steps "
-                     "above it, not a step: left out")
-
-    def ms(name: str) -> np.ndarray:
-        if name not in h:
-            return np.full(n, np.nan)
-        return to_float(table.column(name), rows, label=f"{path.name} {name}")[:n] * 1000.0
-
-    # computation_time is MindSpore's step (its timeline's step span) less the communication
-    # that runs alone (its timeline generators append the step's duration minus
-    # comm_alone_time[step]): computing and the device's idle time, which these files do
-    # not tell apart
-    notes.append(f"steps: computation_time of {path.name} is the step less the "
-                 "communication that runs alone, the device's idle time included: read as "
-                 "computing or free (computing_or_free_us), computing and free time each "
-                 "unknown")
-    frame = pd.DataFrame({
-        "computing_us": np.full(n, np.nan),
-        "computing_or_free_us": ms("computation_time"),
-        "comm_not_overlapped_us": ms("communication_alone_time"),
-        "stage_us": ms("stage_time"),
-        "bubble_us": ms("receive_alone_time"),
-        "comm_not_overlapped_excl_receive_us": ms("collective_communication_alone_time"),
-    })
-    if steps is not None and len(steps) == n:
-        return pd.concat([steps.reset_index(drop=True), frame], axis=1)
-    frame.insert(0, "step", np.arange(1, n + 1, dtype=float))
-    if steps is not None:
-        notes.append(f"steps: {path.name} has {n} rows but the step trace {len(steps)} steps; "
-                     "rows numbered 1..n and joined to the step trace by step number")
-        frame = frame.merge(steps, on="step", how="left")
-    return frame
-
-
 _OP_RE = re.compile(r"^(?:stream_\d+_\d+_)?(.*)$")
 
 
@@ -435,9 +222,6 @@ _HOST_PIDS = {11000, 12000, 13000}
 _AICPU_PID, _COMM_PID, _HOST_OP_PID = 9000, 10000, 11000
 _STEP_TIDS = (100000, 100001)
 _COMM_NAME = r"AllReduce|AllGather|ReduceScatter|Broadcast|Send|Receive|AllToAll"
-#: The name of an all-reduce phase of the step trace (a column of step_trace_raw, an event of
-#: pid 10000 in the timeline): ``stream_{stream id}_parallel_{n}``.
-_REDUCE_FIELD = r"^stream_\d+_parallel_\d+$"
 
 
 def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
@@ -468,7 +252,7 @@ def _timeline(path: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     sel = device.to_numpy(bool)
     typ = x["op_type"].astype(TEXT) if "op_type" in x else \
         pd.Series(pd.NA, index=x.index, dtype=TEXT)
-    reduce = on_comm & names.str.match(_REDUCE_FIELD).fillna(False)
+    reduce = on_comm & names.str.match(REDUCE_FIELD).fillna(False)
     typ = typ.mask(reduce.to_numpy(bool), "AllReduce")
     kernels = pd.DataFrame({
         "name": name[sel].to_numpy(), "type": typ[sel].to_numpy(),
