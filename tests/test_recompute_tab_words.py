@@ -31,7 +31,9 @@ def test_the_ir_check_says_whom_it_is_for() -> None:
     assert said.startswith("This check is for MindSpore (MindFormers' select_recompute)")
     assert "which a PyTorch run does not write" in said
     mindspore = tab_panel("Recompute", str(DATA / "mindspore-cpu-tiny-llama"))
-    assert mindspore.ir_note.value == ""
+    said = _words(mindspore.ir_note.value)  # a walk: nothing said the boxes are an example
+    assert said.startswith("The boxes start on the bundled example: the MindFormers guide's")
+    assert "Put your own dump's path" in said
 
 
 @pytest.mark.slow  # a 16-rank dashboard: about 6 s on a busy 2-core machine

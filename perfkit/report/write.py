@@ -63,6 +63,11 @@ def _checked_notes(path: Path, progress: bool, run: int | str | None = None) -> 
     return every_note(load(path, progress=progress, run=run))
 
 
+#: Which notebooks read a parameter the command line sets, for the error that names them.
+_TAKEN_BY = {"CONFIG": "00, 01, 05, 06, 09 and 10 read --config",
+             "IR_DUMP": "06 (recompute) and 09 (exercises) read --ir"}
+
+
 def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
                  notebook: str | os.PathLike[str] = DEFAULT_NOTEBOOK, *,
                  timeout: float = DEFAULT_TIMEOUT_S, progress: bool = True,
@@ -86,7 +91,8 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     progress : bool
         Progress bar over the cells on stderr.
     params : mapping, optional
-        Further parameters to inject (e.g. ``{"N_FINDINGS": 10}``).
+        Further parameters to inject (e.g. ``{"N_FINDINGS": 10}``); each must be one the
+        notebook's ``parameters`` cell sets (``CONFIG``, ``IR_DUMP``, ...).
     run : int or str, optional
         Which of the separate runs a folder holds (an id or a name, as
         :func:`perfkit.runs` lists them); injected as the notebook's ``RUN`` parameter,
@@ -101,7 +107,8 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     ------
     ReportError
         Missing profile, notebook or output folder, a failing cell (named, with the
-        error's last line), a timeout; ``run`` given to a notebook without ``RUN``.
+        error's last line), a timeout; ``run`` or a parameter of ``params`` given to a
+        notebook that does not set it.
     ProfileError
         ``profile`` holds nothing perfkit recognises.
     RunsFound
@@ -123,6 +130,11 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     if run is not None and not takes_parameter(nb, "RUN"):
         raise ReportError(f"{source.name} has no RUN parameter, so it cannot read one of a "
                           "folder's runs: give that run's files alone as the profile")
+    unread = [name for name in (params or {}) if not takes_parameter(nb, name)]
+    if unread:  # injected, it would never be read: the page would not be what was asked
+        raise ReportError(f"{source.name} has no {' nor '.join(unread)} parameter, so it "
+                          "would not read what was given for it: "
+                          + _TAKEN_BY.get(unread[0], "run another notebook"))
     notes = _checked_notes(path, progress, run)  # a profile that cannot be read: no kernel
     values = {**(params or {}), "PROFILE": str(path)}
     if run is not None:

@@ -31,6 +31,8 @@ _HOME: dict[str, str | None] = {
     "slow_ranks_explorer": "explorers",
     "HistoryPanel": "history",
     "history_panel": "history",
+    "IRCase": "ir_case",
+    "ir_case": "ir_case",
     "JobNote": "job",
     "JobPanel": "job",
     "evidence_html": "job",
@@ -79,6 +81,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .device import JobDevice, MemoryLimit, job_device, memory_limit  # noqa: F401
     from .explorers import Explorer, bandwidth_explorer, slow_ranks_explorer  # noqa: F401
     from .history import HistoryPanel, history_panel  # noqa: F401
+    from .ir_case import IRCase, ir_case  # noqa: F401
     from .job import (  # noqa: F401
         JobNote,
         JobPanel,

@@ -1,13 +1,14 @@
 """``perfkit report PATH [-o report.html] [--notebook NAME] [--run ID] [--timeout S]
-[--config FILE ...]``: a guided notebook run on a profile, written as one self-contained HTML file
-(:func:`perfkit.report.write_report`)."""
+[--config FILE ...] [--ir FILE]``: a guided notebook run on a profile, written as one
+self-contained HTML file (:func:`perfkit.report.write_report`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from ...errors import PerfkitError, RunsFound
+from ...errors import InvalidArgumentError, PerfkitError, RunsFound
 from ..args import config_paths, paragraph, run_id
 
 __all__ = ["add_parser", "run", "EPILOG"]
@@ -18,6 +19,8 @@ examples:
   perfkit report sample:slow-rank -o slow-rank.html
   perfkit report ~/runs/job42 -o job42.html --notebook 07_cluster --timeout 1200
   perfkit report ~/runs -o second.html --run 1        one of a folder's separate runs
+  perfkit report ~/runs/job42 --notebook 06 --ir graphs/21_validate_0076.ir --config job.yaml
+                                                      your IR dump against your YAML's patterns
 
 The notebook runs in a Python kernel of this interpreter (ipykernel); the profile path is
 injected as its PROFILE parameter. The page holds the notebook's explanations and outputs
@@ -59,7 +62,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                           help="a MindFormers YAML, HF config.json or training log that "
                                "wins over what the profile shows (the notebook's CONFIG; "
                                "repeatable)")
+    report_p.add_argument("--ir", default=None, metavar="FILE",
+                          help="a MindSpore IR dump (.ir or .ir.gz, MS_DEV_SAVE_GRAPHS=2) "
+                               "whose select_recompute the recompute notebook checks, with "
+                               "the patterns of --config's YAML (the notebook's IR_DUMP)")
     return report_p
+
+
+def ir_path(given: str) -> str:
+    """``--ir``: an existing file's absolute path (the kernel runs in another folder)."""
+    path = Path(given).expanduser()
+    if not path.is_file():
+        raise InvalidArgumentError("--ir", "must be a MindSpore IR dump file (.ir or .ir.gz)",
+                                   given)
+    return str(path.resolve())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,11 +83,13 @@ def run(args: argparse.Namespace) -> int:
     from ...report import write_report
 
     configs = config_paths(args.config)
+    params: dict[str, Any] = {"CONFIG": configs} if configs else {}
+    if args.ir is not None:
+        params["IR_DUMP"] = ir_path(args.ir)
     try:
         path = write_report(args.path, args.output, notebook=args.notebook,
                             timeout=args.timeout, progress=not args.no_progress,
-                            params={"CONFIG": configs} if configs else None,
-                            run=args.run_id)
+                            params=params or None, run=args.run_id)
     except RunsFound as exc:  # the API's advice, in the command's words
         raise PerfkitError(f"{exc}; on the command line: perfkit report PATH --run ID"
                            ) from exc

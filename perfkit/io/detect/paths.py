@@ -121,6 +121,26 @@ def _db_files(out: Path) -> list[Path]:
 _ONLY_ONE = "its position (the only profile read)"
 
 
+#: Files perfkit reads, but not as a profile: by how the name ends, what reads them.
+_READ_ELSEWHERE = (
+    ((".ir", ".ir.gz"),
+     "a MindSpore IR graph dump, not a profile: perfkit.load_ir(PATH) reads it, and perfkit "
+     "report PROFILE --notebook 06 --ir PATH checks its select_recompute patterns"),
+    ((".yaml", ".yml"),
+     "a config, not a profile: give it beside the profile (perfkit info PROFILE --config "
+     "PATH), or read it with perfkit.read_mindformers_config(PATH)"),
+    ((".log",),
+     "a log, not a profile: give a training log beside the profile (perfkit info PROFILE "
+     "--config PATH), or read it with perfkit.read_training_log(PATH) or "
+     "perfkit.read_memory_log(PATH)"),
+)
+
+
+def _read_elsewhere(name: str) -> str | None:
+    """What reads a file that is not a profile (:data:`_READ_ELSEWHERE`), or None."""
+    return next((said for ends, said in _READ_ELSEWHERE if name.endswith(ends)), None)
+
+
 def _single(path: Path) -> list[RankSource] | None:
     """Sources when ``path`` itself is one profile (or one legacy folder), else None."""
     if path.is_file():
@@ -161,8 +181,9 @@ def _single(path: Path) -> list[RankSource] | None:
         claimed = _claimed(path, None)  # a format of a package of its own
         if claimed is not None:
             return claimed
-        raise ProfileError(path, "unknown kind of file; expected a profiler folder, a Kineto "
-                           "trace (.json/.json.gz), trace_view.json or an Ascend .db export")
+        raise ProfileError(path, _read_elsewhere(name) or (
+            "unknown kind of file; expected a profiler folder, a Kineto trace "
+            "(.json/.json.gz), trace_view.json or an Ascend .db export"))
     if not path.is_dir():
         return None
     claimed = _claimed(path, None)

@@ -79,12 +79,17 @@ def _saving_words(fit: PlannerFit, job: Job) -> str:
 
 
 def _ir_note(profile: Any) -> str:
-    """What the IR check is for, where the open profile is not MindSpore's: the check reads
-    a MindSpore graph dump against MindFormers' select_recompute patterns, so on a PyTorch
-    run it shows the bundled example, not this job."""
+    """What the IR check is for and what its boxes start on: the check reads a MindSpore
+    graph dump against MindFormers' select_recompute patterns, so on a PyTorch run it shows
+    the bundled example, not this job; on a MindSpore run the boxes start on that example
+    too, and the note says how to give the run's own."""
     framework = str(getattr(getattr(profile, "meta", None), "framework", "") or "")
     if not framework or "mindspore" in framework.lower():
-        return ""
+        return note("The boxes start on the bundled example: the MindFormers guide's case "
+                    "(silu_mul.ir, a Llama layer whose SiLU and Mul are selected, yet memory "
+                    "does not drop) and its patterns. Put your own dump's path "
+                    "(MS_DEV_SAVE_GRAPHS=2 writes them; the *_validate_* dump shows the "
+                    "clones) and your YAML's select_recompute patterns to check your run.")
     named = {"pytorch": "PyTorch"}.get(framework.lower(), framework)
     return note(f"This check is for MindSpore (MindFormers' select_recompute): it reads a "
                 f"MindSpore IR dump, which a {named} run does not write. The boxes hold "
