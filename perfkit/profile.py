@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ from .format import listed, plural, world_size_text
 from .io.canonical.schema import TABLE_NAMES, TABLES, conform
 
 __all__ = ["ProfileMeta", "Profile", "Cluster", "LINK_COLUMNS", "group_rank_maps",
-           "apply_group_rank_maps", "shift_times"]
+           "apply_group_rank_maps", "shift_times", "missing_rank"]
 
 TableProvider = Callable[[str], pd.DataFrame]
 
@@ -90,6 +90,15 @@ class ProfileMeta:
         """Build from :meth:`to_dict` output (unknown keys are ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def missing_rank(rank: Any, ranks: Sequence[int]) -> KeyError:
+    """The error of ``cluster[rank]`` for a rank it does not hold; text that looks like a
+    rank it holds (``"1"``) is said to be text."""
+    if isinstance(rank, str):
+        return KeyError(f"rank {rank!r} is text: give the rank as a number, "
+                        f"cluster[{rank.strip()}] (ranks: {list(ranks)})")
+    return KeyError(f"rank {rank} is not in this cluster (ranks: {list(ranks)})")
 
 
 class _Tables:
@@ -263,7 +272,7 @@ class Cluster(_Tables):
         for p in self.profiles:
             if p.meta.rank == rank:
                 return p
-        raise KeyError(f"rank {rank} is not in this cluster (ranks: {self.ranks})")
+        raise missing_rank(rank, self.ranks)
 
     def _table(self, name: str) -> pd.DataFrame:
         with self._lock:

@@ -92,12 +92,13 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
     profile_or_cluster : Profile or Cluster
         A loaded profile (``perfkit.load``); a lazy cluster (``engine="dask"``) gives the
         same findings, its analyses computed on the Dask workers.
-    model : perfkit.ModelSpec, optional
-        Enables the MFU check.
+    model : perfkit.ModelSpec or str, optional
+        Enables the MFU check (a preset name: :meth:`perfkit.ModelSpec.preset`).
     parallel : perfkit.ParallelConfig, optional
         Pipeline stages and the schedule's own bubble.
-    hardware : perfkit.Hardware, optional
-        Memory capacity, nominal bandwidths and the operators' roofline. Default: the
+    hardware : perfkit.Hardware or str, optional
+        Memory capacity, nominal bandwidths and the operators' roofline (a preset name:
+        :meth:`perfkit.Hardware.preset`). Default: the
         profiled device where the profile says (:func:`perfkit.analysis.infer_hardware`).
     max_findings : int, optional
         Keep only the first findings.
@@ -119,6 +120,12 @@ def advise(profile_or_cluster: Any, model: Any = None, parallel: Any = None,
         Measured findings first, most milliseconds per step at stake first; then the
         findings whose cost cannot be measured (``warning`` before ``info``). Empty when
         nothing was found.
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        ``profile_or_cluster`` is not a profile (a path: load it first), or ``model``,
+        ``parallel`` or ``hardware`` is neither its spec nor a known preset name.
 
     Notes
     -----

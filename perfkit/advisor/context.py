@@ -23,8 +23,10 @@ from ..analysis import operators as _ops
 from ..analysis import recompute as _rc
 from ..analysis._frames import is_lazy, table_columns
 from ..analysis._util import has_values, n_step_pairs, table
+from ..analysis._util.access import check_profile
 from ..analysis.recorded import recorded_mask, recorded_pairs, recorded_profile
 from ..analysis.steps import step_breakdown
+from ..errors import InvalidArgumentError
 from ..format import ranges_text
 from ..job.fields import LABELS as FIELD_LABELS
 from ..job.measured import TRAINING_STEP, read_training_step
@@ -68,6 +70,32 @@ def _mean_of_slowest(step: pd.Series, us: pd.Series) -> float:
     return float(per.groupby("step", dropna=False)["w"].max().mean())
 
 
+def _specs(model: Any, parallel: Any, hardware: Any) -> tuple[Any, Any, Any]:
+    """``advise``'s model, layout and device, checked: a preset name becomes its spec; what
+    is neither the spec nor a name is refused, not left for a rule to trip on (a walk's
+    ``hardware="nonsense"`` turned into four "could not run" findings)."""
+    from ..specs import Hardware, ModelSpec, ParallelConfig
+
+    def preset(kind: Any, name: str, given: str) -> Any:
+        try:
+            return kind.preset(given)
+        except InvalidArgumentError as exc:  # named as advise's argument, not preset's
+            raise InvalidArgumentError(name, exc.rule, exc.value) from None
+
+    if isinstance(model, str):
+        model = preset(ModelSpec, "model", model)
+    if isinstance(hardware, str):
+        hardware = preset(Hardware, "hardware", hardware)
+    for name, value, kind in (("model", model, ModelSpec), ("parallel", parallel,
+                                                            ParallelConfig),
+                              ("hardware", hardware, Hardware)):
+        if value is not None and not isinstance(value, kind):
+            raise InvalidArgumentError(name, f"must be a perfkit.{kind.__name__}"
+                                       + (" or a preset name" if kind is not ParallelConfig
+                                          else ""), type(value).__name__)
+    return model, parallel, hardware
+
+
 class Context:
     """Lazily computed analyses shared by the rules.
 
@@ -95,6 +123,8 @@ class Context:
     def __init__(self, profile: Any, model: Any, parallel: Any, hardware: Any,
                  assumptions: dict[str, float], assumed: Iterable[str] = (),
                  planner: Callable[[], Any] | None = None):
+        check_profile(profile, "profile_or_cluster")
+        model, parallel, hardware = _specs(model, parallel, hardware)
         self.profile, self.model, self.parallel = profile, model, parallel
         self.planner = planner
         self.assumed = frozenset(assumed)

@@ -5,12 +5,36 @@ leaves in ``frame.attrs["notes"]``, and whether a column holds any value.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values"]
+from ...errors import InvalidArgumentError
+from ...io.canonical.schema import TABLE_NAMES
+
+__all__ = ["table", "empty_frame", "add_note", "notes_of", "has_values", "check_profile"]
+
+
+def check_profile(obj: Any, name: str = "profile") -> None:
+    """Refuse what is not a profile: a Profile or Cluster (``meta``), or an object that
+    holds canonical tables as attributes. A path or a table passed in its place used to
+    give an empty frame, read as "nothing there" (a walk's ``step_breakdown("sample:x")``).
+
+    Raises
+    ------
+    perfkit.errors.InvalidArgumentError
+        Naming ``name`` and what was given; for a path, how to load it.
+    """
+    if hasattr(obj, "meta") or any(hasattr(obj, t) for t in TABLE_NAMES):
+        return
+    how = (": load the path first, perfkit.load(PATH)"
+           if isinstance(obj, (str, os.PathLike)) else
+           ": a table alone is not enough, give the profile it came from"
+           if isinstance(obj, (pd.DataFrame, pd.Series)) else "")
+    raise InvalidArgumentError(name, f"must be a Profile or Cluster from perfkit.load{how}",
+                               type(obj).__name__)
 
 
 def table(obj: Any, name: str) -> pd.DataFrame:
@@ -18,7 +42,9 @@ def table(obj: Any, name: str) -> pd.DataFrame:
 
     A provider error (a damaged file) is turned into an empty frame with an explanatory
     note in ``frame.attrs["notes"]`` so that one broken table never stops an analysis.
+    What is not a profile at all is refused (:func:`check_profile`).
     """
+    check_profile(obj)
     try:
         frame = getattr(obj, name)
     except Exception as exc:  # noqa: BLE001 - a broken table must not stop the analyses

@@ -16,7 +16,14 @@ from typing import Any
 
 import pandas as pd
 
-from ...profile import LINK_COLUMNS, Cluster, Profile, ProfileMeta, group_rank_maps
+from ...profile import (
+    LINK_COLUMNS,
+    Cluster,
+    Profile,
+    ProfileMeta,
+    group_rank_maps,
+    missing_rank,
+)
 from .dask_parts import (
     RankPart,
     RankView,
@@ -160,7 +167,7 @@ class DaskCluster(Cluster):
             if part.rank == rank:
                 out = _aligned_profile(part, prof.meta, self.group_maps() or None)
                 return out if self._view is None else self._view(out)
-        raise KeyError(f"rank {rank} is not in this cluster (ranks: {self.ranks})")
+        raise missing_rank(rank, self.ranks)
 
     def viewed(self, view: RankView) -> DaskCluster:
         """This cluster with every rank seen through ``view``, still lazy.

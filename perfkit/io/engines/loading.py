@@ -398,13 +398,14 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if wait:
         return detect.load(path, ranks, cache, engine, client, run=run, workers=workers,
                            progress=progress)
+    detect.checked_path(path)
+    wanted = detect.checked_ranks(ranks)
     path = detect.absolute_path(resolve_sample(path))
     if detect.checked_engine(engine) != "local":
         given = "" if engine is not None else " ($PERFKIT_ENGINE=dask: pass engine='local')"
         raise InvalidArgumentError(
             "engine", "wait=False parses with the local engine only; engine='dask' "
             f"returns a Cluster of lazy frames already{given}", engine or "dask")
-    wanted = None if ranks is None else sorted({int(r) for r in ranks})
     root = Path(path).expanduser()
     kind, found = detect.find_runs(path)
     cluster = True

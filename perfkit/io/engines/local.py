@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..._hugepages import with_small_pages
 from ...bundled_samples import resolve_sample
 from ...errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
@@ -37,7 +39,8 @@ from ..detect.sources import RankSource, cluster_meta, input_bytes, parse_source
 from . import handoff
 
 __all__ = ["RankSource", "Run", "detect", "find_runs", "runs", "parse_source", "load",
-           "default_engine", "checked_engine", "select_ranks", "absolute_path"]
+           "default_engine", "checked_engine", "checked_path", "checked_ranks", "select_ranks",
+           "absolute_path"]
 
 ENGINES = ("local", "dask")
 _PARALLEL_MIN_BYTES = 32 << 20
@@ -112,6 +115,30 @@ def default_engine() -> str:
     return os.environ.get("PERFKIT_ENGINE", "").strip().lower() or "local"
 
 
+def checked_path(path: Any) -> None:
+    """Refuse a ``path`` that is not a path (an int, None): a TypeError deep in the
+    reader used to be reported as a damaged file."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError("path", "must be a path (str or os.PathLike) or "
+                                   "'sample:NAME'", type(path).__name__)
+
+
+def checked_ranks(ranks: Any) -> list[int] | None:
+    """``ranks`` as a sorted list of distinct whole numbers >= 0 (None: every rank);
+    anything else is refused as the argument it is, not blamed on the files."""
+    if ranks is None:
+        return None
+    if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Iterable):
+        raise InvalidArgumentError("ranks", "must be an iterable of whole numbers (ranks=[0] "
+                                   "for one rank)", ranks)
+    out = set()
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise InvalidArgumentError("ranks", "must hold whole numbers >= 0", r)
+        out.add(int(r))
+    return sorted(out)
+
+
 def checked_engine(engine: str | None) -> str:
     """``engine``, or :func:`default_engine` when None; an InvalidArgumentError when it is
     neither ``"local"`` nor ``"dask"``."""
@@ -180,6 +207,8 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     Nothing else escapes: any other failure while reading is turned into a ProfileError
     naming the file (see docs/errors.md).
     """
+    checked_path(path)
+    ranks = checked_ranks(ranks)
     path = absolute_path(resolve_sample(path))  # "sample:NAME" -> the sample's folder
     engine = checked_engine(engine)
     kind, found = find_runs(path)

@@ -1,0 +1,75 @@
+"""What is not a profile, a spec or a rank list is refused as the argument it is.
+
+A walk of the Python API found ``pk.advise("sample:slow-rank")`` returning ``[]``,
+``step_breakdown`` of a path or of a table returning an empty frame (read as "nothing
+there"), ``hardware="nonsense"`` turning into four "could not run" findings, and
+``pk.load(path, ranks=0)`` blamed on the files ("damaged file"). Objects that hold the
+canonical tables as attributes stay accepted (tests/test_preparing_overlap.py reads one)."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfkit as pk
+import perfkit.analysis as A
+from perfkit.errors import InvalidArgumentError
+
+
+@pytest.fixture(scope="module")
+def profile() -> pk.Cluster:
+    return pk.load("sample:slow-rank", progress=False)
+
+
+@pytest.mark.parametrize("given", ["sample:slow-rank", 42, None])
+def test_advise_refuses_what_is_not_a_profile(given: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="^profile_or_cluster: must be a Profile"):
+        pk.advise(given)
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("hardware", "nonsense", "unknown hardware preset"),
+    ("hardware", 123, "must be a perfkit.Hardware or a preset name"),
+    ("model", "nonsense", "unknown model preset"),
+    ("parallel", {"dp": 4}, "must be a perfkit.ParallelConfig")])
+def test_advise_refuses_a_spec_that_is_neither_spec_nor_preset(
+        profile: pk.Cluster, name: str, value: object, said: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"^{name}: {said}"):
+        pk.advise(profile, **{name: value})
+
+
+def test_advise_takes_preset_names(profile: pk.Cluster) -> None:
+    by_name = pk.advise(profile, hardware="h100", model="llama2-7b")
+    by_spec = pk.advise(profile, hardware=pk.Hardware.preset("h100"),
+                        model=pk.ModelSpec.preset("llama2-7b"))
+    assert [f.title for f in by_name] == [f.title for f in by_spec]
+    assert not any("could not run" in f.title for f in by_name)
+
+
+@pytest.mark.parametrize("analysis", [A.step_breakdown, A.top_operators, A.comm_summary])
+def test_analyses_refuse_a_path_or_a_table(profile: pk.Cluster, analysis) -> None:
+    with pytest.raises(InvalidArgumentError, match="load the path first, perfkit.load"):
+        analysis("sample:slow-rank")
+    with pytest.raises(InvalidArgumentError, match="a table alone is not enough"):
+        analysis(profile.kernels)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "said"), [
+    ((3,), {}, "^path: must be a path"),
+    ((None,), {}, "^path: must be a path"),
+    (("sample:slow-rank",), {"ranks": 0}, "^ranks: must be an iterable"),
+    (("sample:slow-rank",), {"ranks": ["a"]}, "^ranks: must hold whole numbers"),
+    (("sample:slow-rank",), {"ranks": [-1]}, "^ranks: must hold whole numbers"),
+    (("sample:slow-rank",), {"ranks": 0, "wait": False}, "^ranks: must be an iterable")])
+def test_load_refuses_arguments_of_the_wrong_kind(args: tuple, kwargs: dict, said: str
+                                                  ) -> None:
+    with pytest.raises(InvalidArgumentError, match=said):
+        pk.load(*args, progress=False, **kwargs)
+
+
+def test_a_rank_given_as_text_is_said_to_be_text(profile: pk.Cluster) -> None:
+    with pytest.raises(KeyError, match="rank '1' is text: give the rank as a number"):
+        profile["1"]
+    with pytest.raises(KeyError, match="rank 9 is not in this cluster"):
+        profile[9]
+    assert profile[1].meta.rank == 1
+
