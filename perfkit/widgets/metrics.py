@@ -386,6 +386,7 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         check_choice("model", model, ModelSpec.presets())
     check_choice("hardware", hardware, Hardware.presets())
     check_choice("recompute", recompute, RECOMPUTE_CHOICES)
+    dtype = starting_dtype(hardware, job or measured_job, dtype)
     step_note = ""
     if step_time_s is None:
         spec = job.model if model == "job" and job is not None else model
@@ -398,9 +399,8 @@ def metrics_panel(model: str = "llama2-13b", hardware: str = "ascend-910b", *,
         except PerfkitError:
             start = StartingStep(FALLBACK_STEP_S, False, "")
         else:
-            start = starting_step(spec, hardware, parallel, job or measured_job)
+            start = starting_step(spec, hardware, parallel, job or measured_job, dtype)
         step_time_s, step_note = start.step_s, start.sentence
-    dtype = starting_dtype(hardware, job or measured_job, dtype)
     return MetricsPanel(model, hardware, profile=profile, job=job, step_note=step_note,
                         dtype=dtype,
                         dp=dp, tp=tp, pp=pp,

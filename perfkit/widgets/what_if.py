@@ -75,7 +75,8 @@ def _differences(job: Job, model: ModelSpec, hardware: Hardware,
 
 
 def starting_step(model: ModelSpec | str, hardware: Hardware | str,
-                  parallel: ParallelConfig, job: Job | None = None) -> StartingStep:
+                  parallel: ParallelConfig, job: Job | None = None,
+                  dtype: str | None = None) -> StartingStep:
     """The step time a what-if of ``model`` on ``hardware`` split as ``parallel`` starts from.
 
     Parameters
@@ -86,6 +87,9 @@ def starting_step(model: ModelSpec | str, hardware: Hardware | str,
     parallel : ParallelConfig
     job : perfkit.Job, optional
         The job a profile recorded (:func:`perfkit.infer_job`).
+    dtype : str, optional
+        The peak the estimate computes at (the panel's precision; default the device's
+        ``default_dtype``).
 
     Returns
     -------
@@ -111,7 +115,7 @@ def starting_step(model: ModelSpec | str, hardware: Hardware | str,
                             f"step, {time_text(step * 1e6)}: it ran this model, device "
                             "and split.")
     try:
-        rows = metrics_summary(spec, device, parallel, 1.0).set_index("key")["value"]
+        rows = metrics_summary(spec, device, parallel, 1.0, dtype).set_index("key")["value"]
     except PerfkitError:
         return StartingStep(FALLBACK_STEP_S, False, "")
     step = float(rows["predicted_step_s"])
