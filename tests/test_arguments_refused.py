@@ -73,3 +73,16 @@ def test_a_rank_given_as_text_is_said_to_be_text(profile: pk.Cluster) -> None:
         profile[9]
     assert profile[1].meta.rank == 1
 
+
+
+def test_no_rank_to_compare_is_not_said_as_no_rank_loaded() -> None:
+    """A walk: on a one-rank legacy profile whose slow-rank table is empty for want of
+    metrics, the sentence said "0 ranks loaded"; it now gives the table's reason."""
+    from perfkit.analysis._util import empty_frame
+    from perfkit.analysis.slowest import slowest_rank_of
+
+    table = empty_frame(["rank", "slow"], "the step breakdown has none of the metrics")
+    said = slowest_rank_of(table)
+    assert said.rank is None and said.compared == 0
+    assert said.sentence == ("No slowest rank is named: no rank could be compared (the step "
+                             "breakdown has none of the metrics).")

@@ -80,6 +80,11 @@ def slowest_rank_of(ranks: pd.DataFrame) -> SlowestRank:
     """:class:`SlowestRank` from a :func:`perfkit.analysis.slow_ranks` table already made
     (the Communication tab draws that table and names the rank from the same one)."""
     compared = int(ranks["rank"].nunique()) if "rank" in ranks.columns else 0
+    if compared == 0:  # no rank could be compared at all: say why, not "0 ranks loaded"
+        why = "; ".join(str(n) for n in ranks.attrs.get("notes") or []) or \
+            "no rank has step figures to compare"
+        return SlowestRank(None, "", float("nan"), float("nan"), 0,
+                           f"No slowest rank is named: no rank could be compared ({why}).")
     if compared < 3:
         return SlowestRank(None, "", float("nan"), float("nan"), compared,
                            f"No slowest rank is named: {compared} rank"

@@ -338,6 +338,8 @@ def test_a_small_job_is_analysed_in_pandas(client, cache_dir, monkeypatch):
     eager = detect.load(SIM16, engine="local", cache=False, progress=False)
     assert isinstance(small, dask_engine.DaskCluster) and not small.lazy
     assert any("analysed in pandas" in n for n in small.meta.notes)
+    # its repr said "lazy tables" (a walk): it says what they are
+    assert "tables in pandas" in repr(small) and "lazy tables" not in repr(small)
     for name in ("kernels", "steps", "comm_ops", "memory"):
         got = getattr(small, name)
         assert isinstance(got, pd.DataFrame)
@@ -347,4 +349,5 @@ def test_a_small_job_is_analysed_in_pandas(client, cache_dir, monkeypatch):
     assert 0 < total < dask_engine.pandas_below_bytes() == 32 << 20
     # 0 turns the limit off: lazy tables again
     monkeypatch.setenv("PERFKIT_DASK_PANDAS_MB", "0")
-    assert detect.load(SIM16, engine="dask", client=client, progress=False).lazy
+    lazy = detect.load(SIM16, engine="dask", client=client, progress=False)
+    assert lazy.lazy and "lazy tables" in repr(lazy)

@@ -203,5 +203,7 @@ class DaskCluster(Cluster):
         return Cluster(self.profiles, copy.deepcopy(self.meta), self.failed)
 
     def __repr__(self) -> str:
+        tables = "lazy tables" if self.lazy else \
+            "tables in pandas (a small job: $PERFKIT_DASK_PANDAS_MB)"
         return (f"DaskCluster(ranks={self.ranks}, format={self.meta.source_format!r}, "
-                f"lazy tables, failed={sorted(map(str, self.failed))})")
+                f"{tables}, failed={sorted(map(str, self.failed))})")
