@@ -125,6 +125,23 @@ def test_bound_from_pmu_ratios() -> None:
     assert out.loc["Add", "memory_ratio"] == pytest.approx(0.9)
 
 
+def test_top_operators_and_operator_bound_share_one_verdict() -> None:
+    """A walk: on a real rank, top_operators said Conv2D was compute-bound (short
+    compute-labelled tasks carried more time than a long memory-labelled one) where
+    operator_bound said memory (its weighted ratios). Both now weigh the ratios: here
+    4 × 30 µs labelled compute (0.6 / 0.5) carry more time than 1 × 100 µs labelled memory
+    (0.1 / 0.9), but the weighted ratios are compute (120·0.6 + 100·0.1)/220 = 0.373
+    against memory (120·0.5 + 100·0.9)/220 = 0.682: memory."""
+    k = _seq(["Conv2D"] * 5, [30.0] * 4 + [100.0]).assign(
+        aic_mac_ratio=[0.6] * 4 + [0.1], aic_mte2_ratio=[0.5] * 4 + [0.9])
+    bound = operator_bound(_profile(k)).set_index("type").loc["Conv2D"]
+    assert bound["compute_ratio"] == pytest.approx((120 * 0.6 + 100 * 0.1) / 220)
+    assert bound["memory_ratio"] == pytest.approx((120 * 0.5 + 100 * 0.9) / 220)
+    assert bound["bound"] == "memory"
+    top = top_operators(_profile(k)).set_index("type")
+    assert top.loc["Conv2D", "bound"] == "memory"
+
+
 def test_bound_absent_without_pmu() -> None:
     out = operator_bound(_profile(_seq(["MatMul"], [1.0])))
     assert out.empty and out.attrs["notes"]

@@ -1,8 +1,9 @@
 """Compute-, memory- or latency-bound, from the Ascend PMU pipe ratios.
 
-:func:`operator_bound` gives the duration-weighted verdict per operator type;
-:func:`_bound_frame` the label of each task, which
-:func:`~perfkit.analysis.operators.top.top_operators` weighs per group.
+:func:`operator_bound` gives the verdict per operator type, :func:`_bound_frame` that of
+each task and :func:`~perfkit.analysis.operators.top.top_operators` that of each of its
+groups: one rule, :func:`bound_labels`, on the duration-weighted ratios (:func:`pipe_ratios`
+per task).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .._tasks import PMU_COMPUTE, PMU_MEMORY
 from .._util import empty_frame, table
 from .scope import _scope
 
-__all__ = ["operator_bound"]
+__all__ = ["operator_bound", "bound_labels", "pipe_ratios", "LATENCY_BELOW"]
 
 
 def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
@@ -30,23 +31,45 @@ def _row_max(k: pd.DataFrame, cols: list[str]) -> pd.Series:
     return pd.Series(vals, index=k.index)
 
 
-def _bound_frame(k: pd.DataFrame) -> pd.Series:
-    """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
-    compute_cols, memory_cols = _pmu_columns(k.columns)
-    if not compute_cols or not memory_cols:
-        return pd.Series(pd.NA, index=k.index, dtype=TEXT)
-    comp = _row_max(k, compute_cols)
-    mem = _row_max(k, memory_cols)
-    c, m = comp.to_numpy(), mem.to_numpy()
+#: Below this, on both the busiest compute and the busiest data-movement pipe, a kernel
+#: mostly waits (too small, or scalar-bound): "latency".
+LATENCY_BELOW = 0.2
+
+
+def bound_labels(compute: Any, memory: Any, index: Any = None) -> pd.Series:
+    """``"memory"`` where the busiest data-movement pipe's ratio exceeds the busiest
+    compute pipe's, ``"compute"`` otherwise, ``"latency"`` where both are below
+    :data:`LATENCY_BELOW`; NA where either is unknown or both are 0. One rule for a task
+    (:func:`_bound_frame`), an operator type (:func:`operator_bound`) and a group of
+    :func:`~perfkit.analysis.operators.top.top_operators`, each given its
+    duration-weighted ratios."""
+    c = np.asarray(compute, dtype=np.float64)
+    m = np.asarray(memory, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         code = np.where(m > c, 0, 1)  # memory, compute
-        code = np.where((c < 0.2) & (m < 0.2), 2, code)  # latency
+        code = np.where((c < LATENCY_BELOW) & (m < LATENCY_BELOW), 2, code)  # latency
         known = ~np.isnan(c) & ~np.isnan(m) & ((c > 0) | (m > 0))
     # the three labels as a dictionary column (no Python string per task)
     arr = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int8), mask=~known),
                                          pa.array(["memory", "compute", "latency"]))
     return pd.Series(pd.arrays.ArrowStringArray(arr.cast(pa.large_string())),
-                     index=k.index, dtype=TEXT)
+                     index=index, dtype=TEXT)
+
+
+def pipe_ratios(k: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each task's busiest compute-pipe and data-movement-pipe ratio (NaN where no PMU
+    columns, or where either is unknown)."""
+    compute_cols, memory_cols = _pmu_columns(k.columns)
+    if not compute_cols or not memory_cols:
+        nan = pd.Series(np.nan, index=k.index)
+        return nan, nan.copy()
+    return _row_max(k, compute_cols), _row_max(k, memory_cols)
+
+
+def _bound_frame(k: pd.DataFrame) -> pd.Series:
+    """Per-task bound label from PMU pipe ratios (NA where no PMU columns)."""
+    c, m = pipe_ratios(k)
+    return bound_labels(c.to_numpy(), m.to_numpy(), k.index)
 
 
 def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
@@ -73,7 +96,9 @@ def operator_bound(profile: Any) -> pd.DataFrame:
     ``aic_mte1/2_ratio``, ``aiv_mte2/3_ratio`` (data movement), duration-weighted per
     operator type. ``bound`` is ``"memory"`` when the busiest movement pipe exceeds the
     busiest compute pipe, ``"compute"`` otherwise, ``"latency"`` when both are below 0.2
-    (the kernel mostly waits: too small, or scalar-bound).
+    (the kernel mostly waits: too small, or scalar-bound): :func:`bound_labels` of the
+    weighted ratios, the rule :func:`~perfkit.analysis.operators.top.top_operators` applies
+    to its groups.
 
     Returns
     -------
@@ -111,10 +136,7 @@ def operator_bound(profile: Any) -> pd.DataFrame:
             _mw=("_mw", "sum"))
     g["compute_ratio"] = g["_cw"] / g["total_us"].where(g["total_us"] > 0)
     g["memory_ratio"] = g["_mw"] / g["total_us"].where(g["total_us"] > 0)
-    lab = np.where(g["memory_ratio"] > g["compute_ratio"], "memory", "compute")
-    lab = np.where((g["compute_ratio"] < 0.2) & (g["memory_ratio"] < 0.2), "latency", lab)
-    g["bound"] = pd.Series(lab, index=g.index, dtype=TEXT).where(
-        g["compute_ratio"].notna() & ((g["compute_ratio"] > 0) | (g["memory_ratio"] > 0)))
+    g["bound"] = bound_labels(g["compute_ratio"], g["memory_ratio"], g.index)
     g = g.rename_axis("type").reset_index().sort_values("total_us", ascending=False)
     out = g[list(cols)].reset_index(drop=True)
     return out.astype(cols)

@@ -37,7 +37,7 @@ from .._util import (
     typed,
 )
 from ..recorded import RECORDED, covered_text, recorded_tasks, unrecorded_text
-from .bound import _bound_frame
+from .bound import bound_labels, pipe_ratios
 from .host import host_tasks
 from .scope import _effective_type, _scope
 
@@ -90,8 +90,10 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
         calls_per_step × mean_us``; only the steps whose device tasks were recorded in
         full count, in the sum as in the division, with a note, where the ``steps`` table
         says which: :func:`~perfkit.analysis.recorded.recorded_tasks`), ``ai_cpu``
-        (runs on the Ascend AI CPU), ``bound`` (duration-weighted PMU verdict, NA without
-        PMU columns). Sorted by ``total_us``.
+        (runs on the Ascend AI CPU), ``bound`` (the verdict of
+        :func:`~perfkit.analysis.operators.bound.operator_bound`, by the same rule, on the
+        group's duration-weighted pipe ratios; NA without PMU columns). Sorted by
+        ``total_us``.
         A lazy cluster is aggregated on the workers (sums may differ from the eager ones
         in the last bits).
     """
@@ -162,7 +164,7 @@ def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication
     """:func:`top_operators` of an eager tasks table."""
     k = _scope(kernels, include_communication)
     keys = _BY[by]
-    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    k = k.assign(type=_effective_type(k), **_bound_weights(k))
     if "input_shapes" not in k.columns:
         k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype=TEXT))
     grp = k.groupby([k[c].fillna("") for c in keys], sort=False)
@@ -179,14 +181,7 @@ def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication
                                                    sort=False).any()
     else:
         out["ai_cpu"] = False
-    # duration-weighted bound: the label carrying most time in the group
-    bt = k[[*dict.fromkeys([*keys, "_bound", "dur_us"])]].dropna(subset=["_bound"])
-    if not bt.empty:
-        wb = bt.groupby([*[bt[c].fillna("") for c in keys], bt["_bound"]])["dur_us"].sum()
-        wb = wb.sort_values(ascending=False)
-        wb = wb[~wb.index.droplevel(-1).duplicated()]
-        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
-        out["bound"] = best.reindex(out.index)
+    out["bound"] = _group_bound(grp[["_cw", "_mw", "_wd"]].sum())
     out = out.reset_index()
     return _top_finish(out, keys, float(k["dur_us"].sum()), n_step_pairs(k), n)
 
@@ -194,7 +189,7 @@ def _top_of(kernels: pd.DataFrame, by: str, n: int | None, include_communication
 def _top_rows(kernels: pd.DataFrame, by: str, include_communication: bool) -> pd.DataFrame:
     """Tasks in scope with what :func:`top_operators` groups and aggregates (row-wise)."""
     k = _scope(kernels, include_communication)
-    k = k.assign(type=_effective_type(k), _bound=_bound_frame(k))
+    k = k.assign(type=_effective_type(k), **_bound_weights(k))
     if "input_shapes" not in k.columns:
         k = k.assign(input_shapes=pd.Series(pd.NA, index=k.index, dtype=TEXT))
     cores = k["core"].astype(TEXT).fillna("") if "core" in k.columns else \
@@ -216,7 +211,7 @@ def _lazy_top(kernels: Any, by: str, n: int | None, include_communication: bool
     firsts = [c for c in ("type", "name", "input_shapes", "core", "category")
               if c not in keys and c in k.columns]
     spec = {"dur_us": ["size", "sum", "max", "min"], "_pos": ["min"], "_aicpu": ["sum"],
-            **{c: ["first"] for c in firsts}}
+            "_cw": ["sum"], "_mw": ["sum"], "_wd": ["sum"], **{c: ["first"] for c in firsts}}
     a = aggregate(k, kcols, spec)
     a = a.sort_values("_pos_min", kind="mergesort")
     out = a.rename(columns={**{kc: c for kc, c in zip(kcols, keys, strict=True)},
@@ -225,15 +220,31 @@ def _lazy_top(kernels: Any, by: str, n: int | None, include_communication: bool
                             **{f"{c}_first": c for c in firsts}}).set_index(keys)
     out["mean_us"] = out["total_us"] / out["count"]
     out["ai_cpu"] = out["_aicpu_sum"] > 0
-    wb = aggregate(k[k["_bound"].notnull()], [*kcols, "_bound"], {"dur_us": ["sum"]})
-    if not wb.empty:
-        wb = wb.set_index([*kcols, "_bound"])["dur_us_sum"].sort_values(ascending=False)
-        wb = wb[~wb.index.droplevel(-1).duplicated()]
-        best = pd.Series(wb.index.get_level_values(-1), index=wb.index.droplevel(-1))
-        best.index = best.index.set_names(keys)
-        out["bound"] = best.reindex(out.index)
-    out = out.drop(columns=["_pos_min", "_aicpu_sum"]).reset_index()
+    out["bound"] = _group_bound(out.rename(columns={"_cw_sum": "_cw", "_mw_sum": "_mw",
+                                                    "_wd_sum": "_wd"}))
+    out = out.drop(columns=["_pos_min", "_aicpu_sum", "_cw_sum", "_mw_sum", "_wd_sum"]
+                   ).reset_index()
     return _top_finish(out, keys, float(out["total_us"].sum()), n_step_pairs(k), n)
+
+
+def _bound_weights(k: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per task, its pipe ratios times its duration (``_cw``, ``_mw``) and the duration
+    they are known over (``_wd``), 0 where unknown: summed per group, they give the
+    group's duration-weighted ratios, which :func:`_group_bound` labels."""
+    c, m = pipe_ratios(k)
+    known = (c.notna() & m.notna()).to_numpy()
+    dur = k["dur_us"].to_numpy(np.float64, na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        return {"_cw": pd.Series(np.where(known, c.to_numpy() * dur, 0.0), index=k.index),
+                "_mw": pd.Series(np.where(known, m.to_numpy() * dur, 0.0), index=k.index),
+                "_wd": pd.Series(np.where(known, dur, 0.0), index=k.index)}
+
+
+def _group_bound(sums: pd.DataFrame) -> pd.Series:
+    """Each group's bound from its weighted sums (``_cw``, ``_mw``, ``_wd``): the rule of
+    :func:`~perfkit.analysis.operators.bound.operator_bound`, on the same ratios."""
+    wd = sums["_wd"].where(sums["_wd"] > 0)
+    return bound_labels(sums["_cw"] / wd, sums["_mw"] / wd, sums.index)
 
 
 def _top_finish(out: pd.DataFrame, keys: list[str], total: float, pairs: int,
