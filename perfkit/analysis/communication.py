@@ -385,9 +385,10 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``rank``, ``steps``, ``step_us`` (the step's wall: the device span and the wait
-        before it, :func:`~perfkit.analysis.step_wall_us`, the step time the headline
-        shows), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us`` (the
+        ``rank``, ``steps``, ``step_wall_us`` (the step's wall: the device span and the
+        wait before it, :func:`~perfkit.analysis.step_wall_us`, the step time the headline
+        shows; named apart from :func:`~perfkit.analysis.step_breakdown`'s ``step_us``,
+        the device span alone), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us`` (the
         profiler's figure, pipeline receive wait included), ``bubble_us`` (that receive
         wait; NA where the source does not split it out), ``comm_exposed_us``
         (not-overlapped less the bubble), ``overlap_share`` (overlapped / communication:
@@ -398,7 +399,7 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
         tensors; a legacy MindSpore step trace, split into phases rather than computing
         and communication), never zeros that would read as "fully hidden".
     """
-    cols = {"rank": "Int64", "steps": "int64", "step_us": "float64",
+    cols = {"rank": "Int64", "steps": "int64", "step_wall_us": "float64",
             "communication_us": "float64", "overlapped_us": "float64",
             "comm_not_overlapped_us": "float64", "bubble_us": "float64",
             "comm_exposed_us": "float64", "overlap_share": "float64",
@@ -428,14 +429,14 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
     s, which = _measured_steps(s)
     s = s.assign(wall_us=step_wall_us(s), comm_exposed_us=exposed_comm_us(s))
     g = s.groupby("rank", dropna=False).agg(
-        steps=("step_us", "size"), step_us=("wall_us", "mean"),
+        steps=("step_us", "size"), step_wall_us=("wall_us", "mean"),
         communication_us=("communication_us", "mean"), overlapped_us=("overlapped_us", "mean"),
         comm_not_overlapped_us=("comm_not_overlapped_us", "mean"),
         bubble_us=("bubble_us", "mean"),
         comm_exposed_us=("comm_exposed_us", "mean")).reset_index()
     g["overlap_share"] = g["overlapped_us"] / g["communication_us"].where(
         g["communication_us"] > 0)
-    step = g["step_us"].where(g["step_us"] > 0)
+    step = g["step_wall_us"].where(g["step_wall_us"] > 0)
     g["exposed_share"] = g["comm_exposed_us"] / step
     g["bubble_share"] = g["bubble_us"] / step
     out = typed(g, cols)

@@ -187,7 +187,7 @@ def test_the_exposed_share_is_of_the_step_time_the_headline_shows() -> None:
                           "overlapped_us": [20.0, 20.0], "free_us": [10.0, 10.0],
                           "preparing_us": [25.0, np.nan]})  # NaN: no wait measured
     out = comm_overlap(_profile(0, steps=steps)).set_index("rank")
-    assert out.loc[0, "step_us"] == pytest.approx((125 + 100) / 2)
+    assert out.loc[0, "step_wall_us"] == pytest.approx((125 + 100) / 2)
     assert out.loc[0, "exposed_share"] == pytest.approx(20 / 112.5)
 
 
