@@ -388,12 +388,12 @@ def comm_overlap(profile: Any) -> pd.DataFrame:
         ``rank``, ``steps``, ``step_wall_us`` (the step's wall: the device span and the
         wait before it, :func:`~perfkit.analysis.step_wall_us`, the step time the headline
         shows; named apart from :func:`~perfkit.analysis.step_breakdown`'s ``step_us``,
-        the device span alone), ``communication_us``, ``overlapped_us``, ``comm_not_overlapped_us`` (the
-        profiler's figure, pipeline receive wait included), ``bubble_us`` (that receive
-        wait; NA where the source does not split it out), ``comm_exposed_us``
-        (not-overlapped less the bubble), ``overlap_share`` (overlapped / communication:
-        how much communication is hidden), ``exposed_share`` (``comm_exposed_us`` / step
-        time) and ``bubble_share`` (``bubble_us`` / step time).
+        the device span alone), ``communication_us``, ``overlapped_us``,
+        ``comm_not_overlapped_us`` (the profiler's figure, pipeline receive wait included),
+        ``bubble_us`` (that receive wait; NA where the source does not split it out),
+        ``comm_exposed_us`` (not-overlapped less the bubble), ``overlap_share``
+        (overlapped / communication: how much communication is hidden), ``exposed_share``
+        (``comm_exposed_us`` / step time) and ``bubble_share`` (``bubble_us`` / step time).
         Empty, with a note, when the steps hold no communication time although the
         profile records collectives (host collectives of a GPU job: gloo with CUDA
         tensors; a legacy MindSpore step trace, split into phases rather than computing
