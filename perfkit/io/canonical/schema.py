@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..._text_dtype import TEXT
 
-__all__ = ["TABLES", "TABLE_NAMES", "STRING", "conform", "empty"]
+__all__ = ["TABLES", "TABLE_NAMES", "STRING", "WHOLE_EXTRAS", "conform", "empty"]
 
 STRING = TEXT
 """dtype of text columns: pandas' nullable string dtype, stored in Arrow on every pandas
@@ -77,10 +77,27 @@ def _is(dtype: Any, want: str | pd.StringDtype) -> bool:
 
 
 def _text_kept_in_python(dtype: Any) -> bool:
-    """Whether ``dtype`` holds text as Python objects (``object``, pandas 2's ``string``);
-    pandas 3's ``str`` (Arrow, NaN where missing) is kept as it is."""
+    """Whether ``dtype`` holds text as Python objects (``object``, pandas 2's ``string``)."""
     return (isinstance(dtype, np.dtype) and dtype.kind == "O") or \
         (isinstance(dtype, pd.StringDtype) and dtype.storage == "python")
+
+
+#: Optional columns that hold whole numbers wherever a loader keeps them (a step, a
+#: rank local to its group, a stream): nullable integers, as the key columns' ``step``,
+#: not floats that print ``50.0``.
+WHOLE_EXTRAS = frozenset({"step", "src_local", "dst_local", "stream"})
+
+
+def _extra_dtype(name: str, dtype: Any) -> str | pd.StringDtype | None:
+    """The dtype an optional column is cast to, or None to keep it: text in any storage
+    becomes :data:`STRING` (``pd.NA`` where missing, as the key columns' text; pandas 3's
+    ``str`` has NaN), a column of :data:`WHOLE_EXTRAS` nullable integers."""
+    if _text_kept_in_python(dtype) or (isinstance(dtype, pd.StringDtype) and dtype != _S):
+        return _S
+    if name in WHOLE_EXTRAS and not _is(dtype, _I) and (
+            isinstance(dtype, np.dtype) and dtype.kind in "iuf"):
+        return _I
+    return None
 
 
 def _cast(series: pd.Series, dtype: str | pd.StringDtype) -> pd.Series:
@@ -126,7 +143,8 @@ def _conformed(frame: pd.DataFrame, cols: dict[str, str | pd.StringDtype],
     dtypes = frame.dtypes
     if not all(_is(dtypes.iloc[i], d) for i, d in enumerate(cols.values())):
         return False
-    if any(_text_kept_in_python(dtypes.iloc[i]) for i in range(len(cols), len(names))):
+    if any(_extra_dtype(names[i], dtypes.iloc[i]) is not None
+           for i in range(len(cols), len(names))):
         return False
     if rank is not None and len(frame):
         col = frame["rank"]
@@ -171,7 +189,6 @@ def conform(frame: pd.DataFrame | None, table: str, rank: int | None = None) -> 
     for name in frame.columns:
         if name not in cols:
             col = frame[name].reset_index(drop=True)
-            if _text_kept_in_python(col.dtype):
-                col = col.astype(_S)
-            out[name] = col
+            cast = _extra_dtype(name, col.dtype)
+            out[name] = col if cast is None else _cast(col, cast)
     return pd.DataFrame(out, index=index, copy=False)  # columns as built, not copied into blocks
