@@ -25,7 +25,7 @@ def _check(profile: pk.Profile | pk.Cluster) -> int:
             if col in keys:
                 continue
             dtype = frame[col].dtype
-            if isinstance(dtype, pd.StringDtype) or dtype == object:
+            if isinstance(dtype, pd.StringDtype) or dtype is np.dtype("O"):
                 assert dtype == TEXT, (name, col, dtype)
                 checked += 1
             if col in WHOLE_EXTRAS:
