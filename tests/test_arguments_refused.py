@@ -86,3 +86,43 @@ def test_no_rank_to_compare_is_not_said_as_no_rank_loaded() -> None:
     assert said.rank is None and said.compared == 0
     assert said.sentence == ("No slowest rank is named: no rank could be compared (the step "
                              "breakdown has none of the metrics).")
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda p: A.top_operators(p, n=-1), "^n: must be a whole number >= 1"),
+    (lambda p: A.top_operators(p, n=0), "^n: must be a whole number >= 1"),
+    (lambda p: A.tiny_kernels(p, threshold_us=-5), "^threshold_us: must be > 0"),
+    (lambda p: A.tiny_kernels(p, storm_share=0), r"^storm_share: must lie in \(0, 1\]"),
+    (lambda p: A.tiny_kernels(p, min_run=0), "^min_run: must be >= 1"),
+    (lambda p: A.slow_ranks(p, stages=[[0, 1], [1, 2]]),
+     "^stages: a rank may be in one stage only; rank 1 in more")])
+def test_analyses_refuse_arguments_out_of_range(profile: pk.Cluster, call, said: str
+                                                ) -> None:
+    """``top_operators(n=-1)`` gave 15 of 16 rows (pandas' ``head(-1)``); a negative
+    threshold was taken."""
+    with pytest.raises(InvalidArgumentError, match=said):
+        call(profile)
+
+
+def test_stages_that_do_not_fit_the_loaded_ranks_are_said(profile: pk.Cluster) -> None:
+    """A walk: ``stages=[[0, 1], [2, 9]]`` on ranks 0-3 (9 absent, 3 in no stage) and
+    ``pp=3`` over 4 ranks (stages 0 | 1 | 2,3) passed without a word."""
+    assert profile.ranks == [0, 1, 2, 3]
+    notes = A.slow_ranks(profile, stages=[[0, 1], [2, 9]]).attrs["notes"]
+    assert "stages: rank 9 of the stages given is not loaded" in notes
+    assert "stages: rank 3 is in no stage, and left out" in notes
+    balance = A.stage_balance(profile, parallel=pk.ParallelConfig(dp=1, pp=3,
+                                                                  num_micro_batches=3))
+    assert balance["ranks"].tolist() == ["0", "1", "2,3"]
+    assert ("stages: 4 ranks do not divide into pp=3 equal stages; taken in order, stage 0 "
+            "holds 1, stage 1 holds 1, stage 2 holds 2") in balance.attrs["notes"]
+    even = A.stage_balance(profile, parallel=pk.ParallelConfig(dp=2, pp=2,
+                                                               num_micro_batches=4))
+    assert not [n for n in even.attrs.get("notes") or [] if n.startswith("stages:")]
+
+
+def test_deepspeed_memory_names_the_layout_field_it_needs() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^parallel.zero_stage: .*set "
+                                                   r"ParallelConfig\(zero_stage=2 or 3\)"):
+        pk.static_memory(pk.ModelSpec.preset("llama2-7b"), pk.ParallelConfig(dp=8),
+                         scheme="deepspeed")

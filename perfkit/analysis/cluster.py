@@ -21,7 +21,7 @@ import pandas as pd
 
 from .._text_dtype import TEXT
 from ..calc.pipeline import bubble_fraction
-from ._frames import any_values, collect, distinct, is_lazy, per_rank, transform
+from ._frames import any_values, collect, is_lazy, per_rank, transform
 from ._intervals import union_parts
 from ._order import group_median, slice_median
 from ._util import (
@@ -35,7 +35,7 @@ from ._util import (
     typed,
 )
 from .host_sync import SYNC_PATTERN, sync_points
-from .layout import recorded_stages
+from .pipeline_stages import stage_notes, stage_of_ranks
 from .rank_noise import MIN_STEP_SHARE, NOISE_FACTOR, step_noise_us
 from .recorded import recorded_mask, recorded_text, unrecorded
 from .steps import exposed_comm_us, step_breakdown, step_wall_us
@@ -168,6 +168,8 @@ def slow_ranks(cluster: Any, threshold: float = 3.5, min_excess: float = MIN_EXC
     long["phase"] = long["metric"].map(lambda m: order[m][1])
     long = long.sort_values(["check_order", "metric", "rank"], kind="mergesort")
     out = typed(long, SLOW_COLUMNS).reset_index(drop=True)
+    for said in stage_notes(per_rank.index, stage, stages, parallel):
+        add_note(out, said)
     if per_rank.shape[0] < 3 or (n_ranks < 3).any():
         add_note(out, "fewer than 3 comparable ranks (per stage when stages are known): a "
                       "robust outlier rule needs at least 3")
@@ -185,44 +187,6 @@ def _noise(s: pd.DataFrame, long: pd.DataFrame, peers: pd.Series) -> np.ndarray:
         group = pd.Series(own, index=long.index[sel]).groupby(peers[sel]).transform("median")
         out[sel] = np.fmax(own, group.to_numpy(np.float64))
     return out
-
-
-def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[int]] | None
-                   = None, parallel: Any = None) -> pd.Series:
-    """Pipeline stage of each rank (Series indexed by rank; empty when unknown).
-
-    Taken, in this order, from ``stages`` (``{rank: stage}`` or a list of rank lists, one
-    per stage), from ``parallel`` (``pp`` stages: msprof-analyze's ``stage`` rows where
-    they are ``pp`` stages, :func:`perfkit.analysis.layout.recorded_stages`, else
-    ``world_size / pp`` consecutive ranks, the Megatron/MindSpore default order), or from
-    ``meta.groups`` entries whose ``group_name`` contains ``pp`` (the position of a rank in
-    its pp group is its stage).
-    """
-    steps = table(cluster, "steps")
-    if is_lazy(steps):
-        steps = distinct(steps, ["rank"])
-    ranks = sorted(set(steps["rank"].dropna().astype(int).tolist()))
-    if stages is not None:
-        if isinstance(stages, Mapping):
-            return pd.Series({int(r): int(st) for r, st in stages.items()}, dtype="int64")
-        return pd.Series({int(r): i for i, rs in enumerate(stages) for r in rs}, dtype="int64")
-    if parallel is not None and getattr(parallel, "pp", 1) > 1:
-        recorded = recorded_stages(cluster)
-        if len(recorded) == parallel.pp:
-            return stage_of_ranks(cluster, recorded)
-        world = getattr(parallel, "world_size", None) or (max(ranks) + 1 if ranks else 0)
-        per = max(1, world // parallel.pp)
-        return pd.Series({r: min(r // per, parallel.pp - 1) for r in ranks}, dtype="int64")
-    groups = getattr(getattr(cluster, "meta", None), "groups", {}) or {}
-    found: dict[int, int] = {}
-    for info in groups.values():
-        if not isinstance(info, Mapping):
-            continue
-        name = str(info.get("group_name", "")).lower()
-        if "pp" in name.split("_") or name in ("pp", "pipeline"):
-            for i, r in enumerate(info.get("global_ranks", []) or []):
-                found[int(r)] = i
-    return pd.Series(found, dtype="int64")
 
 
 def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[int]] | None
@@ -268,6 +232,7 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
     if stage.empty:
         return empty_frame(cols, "pipeline stages unknown: pass stages= or parallel= "
                                  "(no pp group in meta.groups)")
+    s_ranks = s["rank"].dropna().astype(int).unique()
     s = s.assign(stage=s["rank"].astype("float64").map(stage.astype("float64")))
     s = s.dropna(subset=["stage"])
     if not has_values(s, "stage_us"):
@@ -289,7 +254,10 @@ def stage_balance(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[in
         g["theoretical_bubble"] = np.nan
     g["schedule_bubble_us"] = g["theoretical_bubble"] * g["stage_us"]
     g["excess_wait_us"] = (g["bubble_us"] - g["schedule_bubble_us"].fillna(0.0)).clip(lower=0)
-    return typed(g, cols)
+    out = typed(g, cols)
+    for said in stage_notes(s_ranks, stage, stages, parallel):
+        add_note(out, said)
+    return out
 
 
 def stage_imbalance_us(stages: pd.DataFrame) -> float:

@@ -416,8 +416,9 @@ def _deepspeed(model: ModelSpec | float, parallel: ParallelConfig, offload_optim
     """
     stage = parallel.zero_stage
     if stage not in (2, 3):
-        raise InvalidArgumentError("zero_stage", "DeepSpeed's estimators cover ZeRO-2 and "
-                                   "ZeRO-3; use scheme='zero' for stages 0 and 1", stage)
+        raise InvalidArgumentError("parallel.zero_stage", "DeepSpeed's estimators cover "
+                                   "ZeRO-2 and ZeRO-3: set ParallelConfig(zero_stage=2 or "
+                                   "3), or use scheme='zero' for stages 0 and 1", stage)
     if offload_params and (stage != 3 or not offload_optimizer):
         raise InvalidArgumentError("offload_params", "DeepSpeed offloads parameters only "
                                    "with ZeRO-3 and together with the optimizer "

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
+from ...errors import check_fraction, check_non_negative, check_positive, check_positive_int
 from .._cluster_steps import per_rank_in_steps
 from .._frames import is_lazy
 from .._shared import shared_factorize
@@ -55,6 +56,10 @@ def tiny_kernels(profile: Any, threshold_us: float = 10.0, storm_share: float = 
         A task of no step (launched before the trace began) is left out where other
         tasks have one (:func:`~perfkit.analysis._tasks.scope_rows`), with a note.
     """
+    check_positive("threshold_us", threshold_us)
+    check_fraction("storm_share", storm_share, allow_zero=False)
+    check_positive_int("min_run", min_run)
+    check_non_negative("max_gap_us", max_gap_us)
     if is_lazy(profile):  # runs of one stream of one rank: computed on that rank's worker
         # the tasks of no step left out as the whole cluster leaves them out
         return ranks_noted_no_step(typed(per_rank_in_steps(profile, tiny_kernels, threshold_us,

@@ -99,6 +99,10 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     """
     if by not in _BY:
         raise InvalidArgumentError("by", f"must be one of {tuple(_BY)}", by)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer))
+                          or n < 1):
+        raise InvalidArgumentError("n", "must be a whole number >= 1, or None for every row",
+                                   n)
     kernels = table(profile, "kernels")
     host = host_tasks(profile, kernels)
     if host is not None:  # a CPU-only run: its operators are the host's
