@@ -128,7 +128,12 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """What tab completion offers: the public names, ``__version__`` and the submodules
+    imported so far, not the module's own helpers (``sys``, ``Any``, ``LazyPackage``)."""
+    modules = {n for n, v in globals().items() if not n.startswith("_")
+               and getattr(v, "__name__", "").startswith(f"{__name__}.")
+               and isinstance(v, type(sys))}
+    return sorted(set(__all__) | modules | {"__version__"})
 
 
 sys.modules[__name__].__class__ = LazyPackage

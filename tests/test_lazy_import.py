@@ -65,6 +65,11 @@ def test_dir_and_star_import_list_the_public_api() -> None:
     import perfkit as pk
     assert {"load", "advise", "PerfkitError", "plan", "simulate", "model_flops"} <= set(pk.__all__)
     assert set(pk.__all__) <= set(dir(pk))
+    # a walk: tab completion offered sys, Any, LazyPackage, defer_rfc3987_syntax ...
+    assert not {"sys", "Any", "TYPE_CHECKING", "LazyPackage", "annotations",
+                "defer_rfc3987_syntax", "lazy_attribute"} & set(dir(pk))
+    pk.analysis  # noqa: B018 - a submodule, once imported, is offered too
+    assert "analysis" in dir(pk) and "__version__" in dir(pk)
     namespace: dict[str, object] = {}
     exec("from perfkit import *", namespace)
     assert set(pk.__all__) <= set(namespace)
