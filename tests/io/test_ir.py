@@ -299,6 +299,19 @@ def test_malformed_lines_name_file_and_line(tmp_path: Path, text: str, bad_line:
     assert str(path) in str(err.value) and f":{bad_line}:" in str(err.value)
 
 
+def test_a_shape_that_is_not_numbers_is_said_so(tmp_path: Path) -> None:
+    """A walk: a garbled dimension gave Python's "invalid literal for int() with base
+    10: '12x8'"; the message now says a shape was expected."""
+    path = tmp_path / "bad.ir"
+    path.write_text("subgraph @g() {\n  %1(x) = PrimFunc_Add(%0, %0)\n"
+                    "      : (<Tensor[Float32], (4, 64)>) -> (<Tensor[Float32], (12x8, 64)>)\n"
+                    "}\n", encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"expected a shape of whole numbers, found "
+                                           r"\(12x8, 64\)") as err:
+        load_ir(path)
+    assert err.value.line == 3 and "invalid literal" not in str(err.value)
+
+
 def test_not_an_ir_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.ir"
     path.write_text("hello\nworld\n", encoding="utf-8")

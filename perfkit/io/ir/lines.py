@@ -127,7 +127,12 @@ def _parse_outputs(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, ...], .
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    """``"4, 64"`` as ``(4, 64)``; a dimension that is not a whole number (``-1`` for a
+    dynamic one is) is refused as what it is, not as Python's int() message."""
+    dims = [x for x in text.replace(" ", "").split(",") if x]
+    if not all(d.lstrip("-").isdigit() for d in dims):
+        raise ValueError(f"expected a shape of whole numbers, found ({text.strip()})")
+    return tuple(int(x) for x in dims)
 
 
 def _parse_param(m: re.Match[str], graph: str | None, lineno: int) -> dict[str, Any]:
