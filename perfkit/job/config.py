@@ -82,9 +82,9 @@ def read_job_config(config: Any, job: Any = None) -> dict[str, FieldValue]:
         where = f"{path.name} (MindFormers YAML)"
         out = model_values(model, "config", where)
         out.update(parallel_values(parallel, "config", where))
-        if extras.get("notes"):  # what the layout cannot hold: said with the job's problems
-            out["recompute"] = FieldValue(parallel.recompute, "config", f"{where}: recompute",
-                                          f"{path.name}: " + "; ".join(extras["notes"]))
+        for name, said in (extras.get("notes") or {}).items():  # with the job's problems
+            out[name] = FieldValue(getattr(parallel, name), "config", f"{where}: {name}",
+                                   f"{path.name}: " + "; ".join(said))
         out["seq_length"] = FieldValue(model.seq_length, "config", f"{where}: model_config."
                                                                    "seq_length")
         gbs = extras.get("global_batch_size")

@@ -168,9 +168,29 @@ def test_per_stage_select_recompute_counts(tmp_path: Path, select: str, kind: st
     assert par.recompute == kind
     assert bool(extras["notes"]) is caveat
     if caveat:
-        (note,) = extras["notes"]
+        (note,) = extras["notes"]["recompute"]
         assert note.startswith("recompute_config.select_recompute selects [") \
             and "layers per stage of [20, 20]" in note
         job = pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False), config=path)
         assert any(p.endswith(note) and p.startswith("select.yaml: ")
                    for p in job.problems())
+
+
+def test_fewer_micro_batches_than_stages_is_a_job_problem(tmp_path: Path) -> None:
+    """A walk: ``micro_batch_num: 1`` with ``pipeline_stage: 2`` passed silently; the
+    schedule then idles (pp − 1) / (m + pp − 1) = 1/2 of the step."""
+    import perfkit as pk
+
+    text = (CONFIGS / "llama2_13b_pp2_select.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    assert raw["parallel_config"]["pipeline_stage"] == 2
+    line = next(x for x in text.splitlines() if x.strip().startswith("micro_batch_num:"))
+    path = tmp_path / "mbn1.yaml"
+    path.write_text(text.replace(line, line.split(":")[0] + ": 1"), encoding="utf-8")
+    _, par, extras = read_mindformers_config(path)
+    assert par.num_micro_batches == 1 * raw["runner_config"].get("gradient_accumulation_steps", 1)
+    (note,) = extras["notes"]["num_micro_batches"]
+    assert note.startswith("parallel_config.micro_batch_num 1 is below pipeline_stage 2: "
+                           "each stage idles 50 % of the step")
+    job = pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False), config=path)
+    assert f"mbn1.yaml: {note}" in job.problems()

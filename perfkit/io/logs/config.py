@@ -15,6 +15,7 @@ from typing import Any
 
 from ..._values import MAX_WHOLE, parse_bool, read_config_text
 from ...errors import ConfigFileError, InvalidArgumentError, boundary
+from ...format import share_text
 from ...specs import ModelSpec, ParallelConfig
 
 __all__ = ["read_mindformers_config", "read_rank_table", "parse_memory_size", "PROFILE_KEYS"]
@@ -272,8 +273,10 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
         ``gradient_accumulation_steps``, ``micro_batch_interleave_num``,
         ``use_seq_parallel`` (as written), ``context_parallel``, ``parallel_mode``,
         ``jit_level``, ``save_graphs``, ``profile`` (dict of the switches present among
-        :data:`PROFILE_KEYS`), ``path`` and ``notes`` (what the layout cannot hold: per-stage
-        counts of selective recompute, which perfkit applies to every layer).
+        :data:`PROFILE_KEYS`), ``path`` and ``notes`` (by layout field, what the YAML says
+        that the layout cannot hold or that a run would regret: per-stage counts of
+        selective recompute, which perfkit applies to every layer; fewer micro-batches than
+        pipeline stages).
 
     Raises
     ------
@@ -295,7 +298,14 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
     kind, layers, recompute_config, notes = _recompute(doc, pp, per_stage)
     parallel, extras = _parallel(doc, pp, kind, layers)
     extras["recompute_config"] = recompute_config
-    extras["notes"] = notes
+    extras["notes"] = {"recompute": notes} if notes else {}
+    if 1 < pp and extras["micro_batch_num"] < pp:  # runs, but mostly idle: said
+        m = extras["micro_batch_num"]
+        extras["notes"]["num_micro_batches"] = [
+            f"parallel_config.micro_batch_num {m} is below pipeline_stage {pp}: each "
+            f"stage idles {share_text((pp - 1) / (m + pp - 1), 0)} of the step in the "
+            "schedule's bubble, (pp − 1) / (m + pp − 1); pipelines are run with several "
+            "micro-batches per stage"]
     extras.update(_context(doc))
     extras["profile"] = {k: doc.get(k) for k in PROFILE_KEYS if doc.get(k) is not None}
     extras["path"] = str(path)
