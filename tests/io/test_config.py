@@ -194,3 +194,19 @@ def test_fewer_micro_batches_than_stages_is_a_job_problem(tmp_path: Path) -> Non
                            "each stage idles 50 % of the step")
     job = pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False), config=path)
     assert f"mbn1.yaml: {note}" in job.problems()
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("num_heads", "30", "num_attention_heads: must divide hidden_size"),
+    ("num_layers", "[40]", "num_layers: expected a number")])
+def test_a_model_error_names_the_line_of_its_key(tmp_path: Path, key: str, value: str,
+                                                 said: str) -> None:
+    """A walk: model errors named the ``model_config:`` line, not the key's."""
+    text = (CONFIGS / "llama2_13b_full.yaml").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.strip().startswith(f"{key}:"))
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace(line, line.split(":")[0] + f": {value}"), encoding="utf-8")
+    want = next(i for i, x in enumerate(path.read_text().splitlines(), 1)
+                if x.strip().startswith(f"{key}:"))
+    with pytest.raises(ConfigFileError, match=f"line {want}: .*{said}"):
+        read_mindformers_config(path)

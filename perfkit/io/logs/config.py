@@ -99,6 +99,33 @@ class _Doc:
         return value
 
 
+#: The ``model_config`` keys :func:`perfkit.specs.model_config.mindformers_kwargs` reads
+#: for each ModelSpec field (the first one the YAML has is its line).
+_MODEL_KEYS = {
+    "num_layers": ("num_layers", "num_hidden_layers"),
+    "hidden_size": ("hidden_size",),
+    "num_attention_heads": ("num_heads", "num_attention_heads"),
+    "num_kv_heads": ("n_kv_heads", "num_query_groups", "num_key_value_heads"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size"),
+    "vocab_size": ("vocab_size",),
+    "seq_length": ("seq_length",),
+    "head_dim": ("head_dim",),
+}
+
+
+def _model_key(doc: _Doc, problem: str) -> tuple[str, ...]:
+    """The ``model_config`` key a model error names (``num_attention_heads: must divide
+    ...`` is ``num_heads``'s line), else the section itself."""
+    section = ("model", "model_config")
+    named = re.findall(r"\b([a-z_]+): ", problem)
+    for field in named:
+        for key in _MODEL_KEYS.get(field, (field,)):
+            if (*section, key) in doc.lines:
+                return (*section, key)
+    return section
+
+
 def _int(doc: _Doc, keys: Sequence[str], default: int, *, minimum: int = 1) -> int:
     value = doc.get(*keys, default=default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
@@ -288,8 +315,8 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
     doc = _Doc(path)
     try:
         model = ModelSpec.from_mindformers_yaml(doc.data)
-    except ConfigFileError as exc:  # name the line of the model section as well
-        raise doc.error(("model", "model_config"), exc.problem) from exc
+    except ConfigFileError as exc:  # name the line of the key, else of the model section
+        raise doc.error(_model_key(doc, exc.problem), exc.problem) from exc
     for key in ("parallel_config", "parallel", "runner_config", "context", "recompute_config"):
         doc.section(key)
     pp = _int(doc, ("parallel_config", "pipeline_stage"), 1)
