@@ -53,3 +53,4 @@ def test_the_bundled_second_dump_gets_the_reshape_patterns() -> None:
     fixed = bundled_fixed_config()["select_recompute"]
     assert fixed[:2] == BUNDLED_PATTERNS["select_recompute"]
     assert len(fixed) == 4 and all("reshape" in p.lower() for p in fixed[2:])
+

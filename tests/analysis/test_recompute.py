@@ -186,3 +186,23 @@ def test_true_means_mindformers_default_patterns() -> None:
              if re.search(r"/\d-LLamaDecodeLayer/.*activation-SiLU/SiLU-op\d+\)$", scope)
              and "Gradients/" not in scope and "duplicated: Bool(1)" not in node]
     assert check.patterns["matched"].iloc[1] == len(silus) == 2
+
+
+def test_uneven_layers_are_said() -> None:
+    """A walk: on a MindSpore 2.10 dump of two identical blocks, layer 0 counted 32
+    forward operators and layer 1 18 (cell reuse names a reused block's operators after
+    layer 0); the summary now says its layers are uneven. The bundled dump's two layers
+    hold 42 each (counted in its layer table) and get no such note."""
+    from perfkit.analysis.recompute.check import _annotate, _as_spec, _layer_summary
+
+    even = recompute_check(load_ir(IR / "silu_mul.ir")).layers
+    assert even["forward_ops"].nunique() == 1 and not even.attrs.get("notes")
+    # the same summary with layer 1's operators cut to 18 of 42, as the dump showed
+    ann = _annotate(load_ir(IR / "silu_mul.ir"))
+    fwd1 = ann.index[ann["forward"] & (ann["layer"] == 1)]
+    cut = ann.drop(index=fwd1[18:])
+    layers = _layer_summary(cut, [0, 1], _as_spec(None), set(), 0)
+    assert layers["forward_ops"].tolist() == [42, 18]
+    (note,) = layers.attrs["notes"]
+    assert note.startswith("the layers hold unequal numbers of forward operators "
+                           "(layer 0: 42, layer 1: 18)")

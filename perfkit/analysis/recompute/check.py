@@ -53,6 +53,9 @@ class RecomputeCheck:
         cell), ``observed`` ("full" when at least 90 % of the layer's forward operators are
         marked or under a recomputed cell, "selective" when some are, else "none") and
         ``configured`` (same words, from the configuration given; NA without one).
+        ``attrs["notes"]`` says where the layers hold unequal numbers of forward
+        operators (by more than :data:`UNEVEN_LAYERS`): the graph's scopes, not the
+        model, then decide which layer some operators count in.
     """
 
     patterns: pd.DataFrame
@@ -240,6 +243,11 @@ def _neighbour_row(rec: Any, nb: pd.Series, direction: str) -> dict[str, Any]:
                 f"Add {suggestion!r} to select_recompute.")}
 
 
+#: Layers whose forward operator counts differ by more than this share are noted as
+#: uneven (the scopes, not the model, decide which layer an operator is counted in).
+UNEVEN_LAYERS = 0.1
+
+
 def _layer_summary(ann: pd.DataFrame, layer_ids: list[int], spec: _Spec,
                    full_layers: set[int], stage: int) -> pd.DataFrame:
     fwd = ann[ann["forward"]]
@@ -262,6 +270,15 @@ def _layer_summary(ann: pd.DataFrame, layer_ids: list[int], spec: _Spec,
                      "clones": int((clones["layer"] == layer).sum()),
                      "recompute_scope_ops": int(mine["in_recompute_cell"].sum()),
                      "observed": observed, "configured": configured})
-    return pd.DataFrame(rows, columns=["layer", "forward_ops", "marked_ops", "duplicated_ops",
-                                       "clones", "recompute_scope_ops", "observed",
-                                       "configured"])
+    out = pd.DataFrame(rows, columns=["layer", "forward_ops", "marked_ops", "duplicated_ops",
+                                      "clones", "recompute_scope_ops", "observed",
+                                      "configured"])
+    counts = out["forward_ops"]
+    if len(counts) > 1 and counts.max() > (1 + UNEVEN_LAYERS) * counts.min():
+        out.attrs["notes"] = [
+            "the layers hold unequal numbers of forward operators ("
+            + ", ".join(f"layer {int(r.layer)}: {int(r.forward_ops)}" for r in out.itertuples())
+            + "): where the model's layers are alike, the graph's scopes put some "
+            "operators under another layer (MindSpore's cell reuse names a reused block's "
+            "operators after its first layer); the per-layer figures follow the scopes"]
+    return out
