@@ -206,3 +206,14 @@ def test_uneven_layers_are_said() -> None:
     (note,) = layers.attrs["notes"]
     assert note.startswith("the layers hold unequal numbers of forward operators "
                            "(layer 0: 42, layer 1: 18)")
+
+
+def test_an_empty_diagnosis_says_what_was_looked_at() -> None:
+    """A report on a dump with nothing marked showed the diagnosis as "nothing in this
+    profile"; the empty table now says what the check found."""
+    none = recompute_check(load_ir(IR / "control.ir.gz")).diagnosis
+    assert none.empty and none.attrs["notes"] == [
+        "no problem found in the graph: no operator is marked for recompute, and no "
+        "pattern given matches one"]
+    fixed = recompute_check(load_ir(IR / "silu_mul_reshape.ir.gz"), SEED_FIX).diagnosis
+    assert len(fixed) and not fixed.attrs.get("notes")  # rows: no note

@@ -46,7 +46,8 @@ class RecomputeCheck:
         One row per finding: ``layer``, ``node_id``, ``op``, ``path``, ``problem``
         ("neighbour_not_recomputed" or "not_marked"), ``neighbour_id``, ``neighbour_op``,
         ``neighbour_path``, ``direction`` ("input" or "output" of the node),
-        ``suggested_pattern``, ``explanation``.
+        ``suggested_pattern``, ``explanation``; empty, a note in ``attrs["notes"]`` says
+        what was looked at.
     layers : pandas.DataFrame
         One row per decoder layer: ``layer``, ``forward_ops``, ``marked_ops``,
         ``duplicated_ops``, ``clones``, ``recompute_scope_ops`` (ops under a recomputed
@@ -185,7 +186,15 @@ def _diagnose(ann: pd.DataFrame, matches: pd.DataFrame,
             if _breaks_chain(fwd, consumers, nb, direction, wanted):
                 rows.append(_neighbour_row(rec, nb, direction))
     rows.extend(_unmarked_rows(ann, matches))
-    return pd.DataFrame(rows, columns=_DIAG_COLUMNS)
+    out = pd.DataFrame(rows, columns=_DIAG_COLUMNS)
+    if out.empty:  # said as the graph's, not as "nothing in this profile"
+        out.attrs["notes"] = [
+            "no problem found in the graph: every marked operator that was not cloned "
+            "lacks no neighbour a pattern could add, and every operator a pattern matched "
+            "was marked" if len(stuck) or not matches.empty else
+            "no problem found in the graph: no operator is marked for recompute, and no "
+            "pattern given matches one"]
+    return out
 
 
 #: Operators whose backward keeps their inputs: an activation feeding them stays in memory.
