@@ -1,0 +1,34 @@
+"""The advisor's gap findings are per profiled step: the tasks of no step are not a step.
+
+A walk of the GPU traces: on TraceLens's MI300X DDP trace (5 training iterations, its 5
+host ``Optimizer.step#SGD.step`` annotations counted in the raw trace here) the
+long-gaps finding said 487 ms per step, the five steps' gaps over six rows — the sixth
+holding the one task launched outside every step. Its five steps hold 2,920.7 ms of gaps
+of 1 ms or more: 584 ms per step."""
+
+from __future__ import annotations
+
+import pytest
+from raw_kineto import raw_events
+from shared_samples import KINETO_TRACES, sample
+
+import perfkit as pk
+
+pytestmark = pytest.mark.shared_samples
+
+
+def test_gaps_are_averaged_over_the_steps_only() -> None:
+    trace = sample(KINETO_TRACES["tl_ddp_resnet18_mi300"])
+    steps = [e for e in raw_events(trace)
+             if e.get("name") == "Optimizer.step#SGD.step" and e.get("ph") == "X"
+             and e.get("cat") == "user_annotation"]  # the host's, not the GPU lane's copy
+    profile = pk.load(trace, progress=False)
+    gaps = pk.analysis.host_bound(profile)
+    in_steps = gaps[gaps["step"].notna()]
+    assert len(in_steps) == len(steps) == 5 and gaps["step"].isna().any()
+    findings = {f.rule: f for f in pk.advise(profile)}
+    assert findings["host_stalls"].ms_per_step == pytest.approx(
+        in_steps["long_gap_us"].mean() / 1e3, rel=1e-6)
+    assert findings["host_stalls"].ms_per_step == pytest.approx(584, abs=1)
+    assert findings["host_bound"].ms_per_step == pytest.approx(
+        in_steps["launch_gap_us"].mean() / 1e3, rel=1e-6)
