@@ -385,3 +385,19 @@ def test_operator_shapes_read_as_shapes() -> None:
     raw = c.operators["shape"].dropna()
     assert raw.str.contains(",").any() and not raw.str.contains("×").any()
     assert "×" in c.text()
+
+
+@pytest.mark.shared_samples
+def test_two_models_read_in_part_are_not_one_job(capsys) -> None:
+    """A walk: TraceLens's TimeSformer trace (ViT-base shapes: hidden 768, 12 heads, whose
+    model perfkit reads in part) against its Qwen1.5-0.5B trace (hidden 1024, 16 heads)
+    passed ``--gate 5``: the model was compared only when read in full on both sides."""
+    from shared_samples import KINETO_TRACES
+
+    a = str(sample(KINETO_TRACES["tl_timesformer_h100"]).parent)
+    b = str(sample(KINETO_TRACES["tl_qwen_h100"]).parent)
+    assert cli.main(["compare", a, b, "--gate", "5"]) == 2
+    captured = capsys.readouterr()
+    assert "not one job: the model differs (hidden_size 768 → 1024, num_attention_heads " \
+           "12 → 16" in captured.out
+    assert "are not one job" in captured.err

@@ -263,7 +263,8 @@ _MODEL_FIELDS = ("name", "num_layers", "hidden_size", "num_attention_heads", "nu
 def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
     """A warning (empty when none applies) that the two runs are not one job before and
     after a change, so that the verdict compares two unrelated step times: the model is
-    known on both sides and differs, or the device differs (``hardware``,
+    known on both sides and differs, or a field of its shape read on both sides (a model
+    read in part) differs, or the device differs (``hardware``,
     ``device_type``) while the model of a side is unknown (nothing then says it is the
     same workload). A ``hardware`` a side's profile does not name (its preset assumed,
     source ``"default"``) is not taken for a difference."""
@@ -277,6 +278,10 @@ def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
     model_known = all(j is not None and getattr(j, "model", None) is not None
                       for j in (job_a, job_b))
     said = [f"{f} {a} → {b}" for f, (a, b) in differ.items() if f in _MODEL_FIELDS]
+    # a shape read on both sides that differs is another model, read in full or not (a
+    # TimeSformer's hidden 768 against a Qwen's 1024 passed the gate: a walk)
+    shape = [f"{f} {a} → {b}" for f, (a, b) in differ.items()
+             if f in _MODEL_FIELDS and f != "name" and "?" not in (a, b)]
     # a device a side's profile does not name (a preset assumed) is no evidence either way
     assumed = any(j is not None and getattr(j, "hardware", None) is not None
                   and j.source("hardware") == "default" for j in (job_a, job_b))
@@ -284,6 +289,8 @@ def not_one_job(changes: pd.DataFrame, job_a: Any, job_b: Any) -> str:
               if f == "device_type" or (f == "hardware" and not assumed)]
     if model_known and said:
         why = f"the model differs ({', '.join(said)})"
+    elif shape:
+        why = f"the model differs ({', '.join(shape)}; read in part on a side)"
     elif device and not model_known:
         why = (f"the device differs ({', '.join(device)}) and the model of "
                f"{'both runs' if job_a is None or job_b is None else 'a run'} is not known")
