@@ -22,6 +22,7 @@ from ..errors import InvalidArgumentError, PerfkitError
 from ..format import counted, listed, signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration
+from ..plan.calibrate import NOT_CLOSED_NOTE
 from ..specs import ParallelConfig
 from ..specs.recompute_ops import recompute_ops_text
 
@@ -131,6 +132,12 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None,
                  f"{signed_share_text(pred.step_s / step - 1)}, what your change does to "
                  "the profiled run by the calibrated model (a what-if, not a check of the "
                  "model).")
+    elif NOT_CLOSED_NOTE in getattr(getattr(fit, "calibration", None), "notes", ()):
+        # the peak stopped the closing: no band holds this run, whatever its width
+        text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
+                 f"step): {signed_share_text(pred.step_s / step - 1)}, even at the device's "
+                 "peak: the model does not reproduce this run, which computed less than the "
+                 "model counts — the model, layout or device may not be the run's.")
     else:
         text += (f" against a measured {time_text(step * 1e6)} (slowest rank, median "
                  f"step): {signed_share_text(pred.step_s / step - 1)}, "

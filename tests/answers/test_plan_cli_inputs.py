@@ -128,3 +128,45 @@ def test_a_kernel_details_export_is_calibrated_on_its_step_time(
     assert "calibrated on the measured step time only)" in text
     assert "equal by construction: no check of the model" in text
     assert "inside the band" not in text
+
+
+@pytest.mark.shared_samples
+def test_a_fit_the_peak_stops_is_not_said_to_hold_the_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A walk: a ResNet-50 trace calibrated as a Llama2-7B (the model given by mistake)
+    came out 108× too slow even at the V100's peak, yet read "inside the band" (the band
+    grown to 0 µs – 23 min) with ``closed: true``. The fit was not closed, and the words
+    say the model does not reproduce the run."""
+    from shared_samples import KINETO_TRACES, sample
+
+    from perfkit.plan.calibrate import NOT_CLOSED_NOTE
+
+    path = str(sample(KINETO_TRACES["k_resnet50_nw0"]).parent)
+    assert cli.main(["plan", path, "--model", "llama2-7b", "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert NOT_CLOSED_NOTE in cal["notes"] and cal["closed"] is False
+    assert cal["closed_step_ms"] > 50 * cal["measured_step_ms"]
+    assert cli.main(["plan", path, "--model", "llama2-7b"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "inside the band" not in text
+    assert "at the device's peak it still gives" in text
+    assert "the model does not reproduce this run" in text
+
+
+def test_the_planner_says_a_capped_fit_does_not_reproduce_the_run() -> None:
+    """The Planner's sentence for the same case: no "inside the band" either."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from perfkit.plan.calibrate import NOT_CLOSED_NOTE
+    from perfkit.widgets.planner_words import comparison_sentence
+
+    pred = SimpleNamespace(step_s=12.9, low_s=0.0, high_s=1400.0)
+    fit = SimpleNamespace(prediction=pred, source="profile", calibrated=True,
+                          calibration=SimpleNamespace(notes=(NOT_CLOSED_NOTE,)))
+    frame = pd.DataFrame({"run": ["measured"], "part": ["step"], "seconds": [0.119],
+                          "step_s": [0.119], "wait_s": [float("nan")]})
+    said = comparison_sentence(frame, fit)
+    assert "inside the band" not in said
+    assert "even at the device's peak: the model does not reproduce this run" in said

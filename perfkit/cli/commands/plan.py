@@ -74,6 +74,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def predict_text(answer: dict[str, Any]) -> str:
     """The ``predict`` answer for people: step and band, parts, memory, changes, notes."""
     from ...format import bytes_text, time_text
+    from ...plan.calibrate import NOT_CLOSED_NOTE
     from ...plan.relayout import layout_text
 
     def ms(x: float | None) -> str:
@@ -90,6 +91,16 @@ def predict_text(answer: dict[str, Any]) -> str:
     if cal and cal["measured_step_ms"] is not None and cal["source"] == "step time":
         lines.append(f"  the profiled run: measured {ms(cal['measured_step_ms'])}, which the "
                      "model was scaled to (equal by construction: no check of the model)")
+    elif cal and cal["measured_step_ms"] is not None and NOT_CLOSED_NOTE in cal["notes"]:
+        # the peak stopped the closing: no band holds this run, whatever its width
+        lines += _wrap_line(
+            f"the profiled run: measured {ms(cal['measured_step_ms'])}; the fitted model gave "
+            f"it {ms(cal['predicted_step_ms'])}{_signed(cal.get('residual_pct'))}, and at "
+            f"the device's peak it still gives {ms(cal['closed_step_ms'])}"
+            f"{_signed(_pct(cal['closed_step_ms'], cal['measured_step_ms']))}: the model does "
+            "not reproduce this run, which computed less than the model counts — the model, "
+            "layout or device given may not be the run's (perfkit info PATH shows what the "
+            "profile reads)")
     elif cal and cal["measured_step_ms"] is not None and cal.get("closed"):
         # as the Planner tab says it: the fit against the run, then the closed model
         lines += _wrap_line(
@@ -161,6 +172,13 @@ def _signed(pct: float | None) -> str:
 
 def _wrap_line(text: str) -> list[str]:
     return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
+
+
+def _pct(model_ms: float | None, measured_ms: float | None) -> float | None:
+    """How far ``model_ms`` is from ``measured_ms``, in %; None where either is unknown."""
+    if model_ms is None or not measured_ms:
+        return None
+    return 100.0 * (model_ms / measured_ms - 1.0)
 
 
 def _residual_words(cal: dict[str, Any], answer: dict[str, Any],

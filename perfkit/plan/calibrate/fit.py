@@ -268,6 +268,7 @@ def calibrate(source: Any, model: ModelSpec | None = None,
     terms = list(info["terms"])
     parts_measured = info.get("steps_measured", {})
     computing = float(parts_measured.get("computing", math.nan))
+    capped = False  # a closing the peak stopped short: the fit was not closed
     if close and kind == "profile" and computing > 0:
         # a profile's fit is closed part by part, as a steps table's is, not on the step:
         # the steps' free time carries the profiler's own host stalls (the H100 layout set:
@@ -313,5 +314,5 @@ def calibrate(source: Any, model: ModelSpec | None = None,
     if gap:
         notes.append(gap)
     return Calibration(rates, job, kind, measured, float(info["predicted"]), residual,
-                       final["step_s"], bool(close), frozenset(info["kinds"]), tuple(terms),
-                       {p: final[p] for p in PART_NAMES}, tuple(notes))
+                       final["step_s"], bool(close) and not capped, frozenset(info["kinds"]),
+                       tuple(terms), {p: final[p] for p in PART_NAMES}, tuple(notes))

@@ -70,7 +70,9 @@ class Calibration:
         The model's step for the calibrating run with the final rates (equal to the
         measurement when the fit was closed).
     closed : bool
-        Whether the compute rates were finally scaled to reproduce the measurement.
+        Whether the compute rates were finally scaled to reproduce the measurement: False
+        where closing was not asked, and where the peak stopped it short (the measured run
+        is faster than the model allows at its highest rates; a note says so).
     measured : frozenset of str
         Which rates come from the run (``"compute"``, ``"overhead"``, and the groups
         ``"tp"``, ``"dp"``, ``"pp"``, ``"ep"``, ``"cp"`` whose traffic was measured); the
