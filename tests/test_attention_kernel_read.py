@@ -126,3 +126,17 @@ def test_the_json_answer_carries_the_attention_kernel():
     assert got["implementation"] == "cudnn" and got["detail"].startswith("cuDNN")
     ascend = job_dict(pk.infer_job(pk.load("sample:llama2-7b-tp2", progress=False)))
     assert ascend["attention_kernel"] == {"implementation": None, "detail": ""}
+
+
+@pytest.mark.shared_samples
+def test_a_trace_without_shapes_keeps_no_scores_where_its_kernels_are_fused() -> None:
+    """A walk: the DeepSeek trace (no operator shapes; FlashAttention-3 kernels, read here
+    in the raw trace) was priced as flash3 while its activations were counted by
+    Korthikanti's table, the s × s scores kept, as if no attention kernel ran. The names
+    now count: its activations keep no scores."""
+    trace = sample("wild/ds_train") / "train.json"
+    assert any("flash::FlashAttn" in n for n in _kernel_names(trace))
+    job = pk.infer_job(pk.load(trace, progress=False))
+    assert job.attention_implementation == "flash3"
+    assert job.activation_model.flash_attention
+    assert "Korthikanti" not in job.activation_detail

@@ -35,7 +35,7 @@ _DROPOUT = dict(TOKENS)["O"]
 
 
 def read_activations(profile: Any, reading: Any, mlp: str | None,
-                     dtype: str | None = None) -> FieldValue:
+                     dtype: str | None = None, fused: str | None = None) -> FieldValue:
     """The :class:`~perfkit.calc.ActivationModel` the profile shows, with what was read.
 
     ``reading``: the :class:`~perfkit.analysis.shapes.fields.ShapeReading` of the profile
@@ -44,9 +44,16 @@ def read_activations(profile: Any, reading: Any, mlp: str | None,
     ``dtype``: the data type the profile's GEMMs ran in. An fp32 run keeps its tensors
     at 4 bytes per element (``element_bytes=4``), which the seed's 16-bit table cannot
     say: they are then counted tensor by tensor, the scores kept without flash attention.
+    ``fused``: what the kernel names show of a fused attention library
+    (:func:`perfkit.analysis.operators.attention_kernel.read_attention_kernel`), which
+    keeps no scores either: a trace without shapes (no attention kernel in the shape
+    reading) whose kernels are FlashAttention-3's is read as flash attention, not as
+    Korthikanti's table.
     """
     flash = reading.get("flash_attention")
     attention = reading.details.get("flash_attention", "")
+    if not flash and fused:  # the names show a fused kernel the shapes did not
+        flash, attention = True, f"{fused}: fused attention, the s × s scores are not kept"
     fp32_run = ELEMENT_BYTES.get(dtype or "") == 4.0
     if not flash and not fp32_run:
         why = attention if flash is False else f"{attention}: the attention is not known"

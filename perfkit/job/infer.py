@@ -127,9 +127,10 @@ def profile_values(profile: Any) -> dict[str, FieldValue]:
         if width:
             out[name] = FieldValue(int(width) * (tp or 1), "profile",
                                    "the attention inputs' width × tp")
-    out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value,
-                                        out["dtype"].value)
     kernel, why = read_attention_kernel(profile)  # which fused kernel, by its names
+    out[ACTIVATIONS] = read_activations(profile, reading, out["mlp"].value,
+                                        out["dtype"].value,
+                                        fused=why if kernel is not None else None)
     if kernel is not None:
         out[ATTENTION_KERNEL] = FieldValue(kernel, "profile", why)
     moe = reading.get("moe")
