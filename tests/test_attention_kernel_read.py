@@ -140,3 +140,4 @@ def test_a_trace_without_shapes_keeps_no_scores_where_its_kernels_are_fused() ->
     assert job.attention_implementation == "flash3"
     assert job.activation_model.flash_attention
     assert "Korthikanti" not in job.activation_detail
+

@@ -148,8 +148,35 @@ def read_layout(profile: Any, out: Readings) -> pd.DataFrame:
             + (f"all {world} ranks counted" if world != 1 else "the one rank counted")
             + " as data parallel (tp = pp = 1 assumed)", "default")
     _at_least_the_groups(meta, out, world)
+    _expert_parallel_unread(profile, out)
     read_pipeline_bubble(profile, out)
     return groups
+
+
+#: Communication families of expert-parallel token dispatch and combine
+#: (:func:`perfkit.io.canonical.categories.comm_family`).
+EXPERT_FAMILIES = frozenset({"deepep"})
+
+
+def _expert_parallel_unread(profile: Any, out: Readings) -> None:
+    """Where ep stays an assumed 1 but the run's kernels dispatch tokens to experts
+    (DeepEP), the job says so among its problems: dp and its traffic are then priced as
+    if no rank held experts (the DeepSeek trace: dp 64, 35 s of dp traffic in ``plan``)."""
+    ep = out.get("ep")
+    if ep is None or ep.source != "default" or ep.value != 1:
+        return
+    comm = profile.comm_ops if hasattr(profile, "comm_ops") else None
+    if comm is None or not hasattr(comm, "columns") or "family" not in comm.columns \
+            or not len(comm):
+        return
+    seen = sorted(EXPERT_FAMILIES & set(comm["family"].dropna().astype(str)))
+    if not seen:
+        return
+    out["ep"] = FieldValue(1, "default", ep.detail, (
+        f"the run's {', '.join(seen)} kernels dispatch tokens to experts on other ranks, "
+        "so it is expert-parallel (ep > 1), but no group records ep's size: ep 1 is "
+        "assumed, and dp and its traffic are priced as if every rank held every expert "
+        "(give ep: perfkit plan --ep N, or Job.with_overrides(ep=N))"))
 
 
 def read_pipeline_bubble(profile: Any, out: Readings) -> None:
