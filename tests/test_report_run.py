@@ -100,3 +100,29 @@ def test_the_run_asked_for_is_the_one_the_notebook_reads(
     assert "ranks [0, 1]" not in text and "Ranks 0 and 1" not in text  # run 0's notes
     assert sorted(p.name for p in two_runs.iterdir()) == [
         "a_rank0.json", "a_rank1.json", "c_rank0.json"]  # nothing written beside them
+
+
+@pytest.mark.slow  # two notebooks run on a real trace: about 15 s
+@pytest.mark.shared_samples
+@pytest.mark.timeout(300)
+def test_gpu_pages_show_no_ascend_columns_and_the_collectives_bandwidth(tmp_path) -> None:
+    """A walk of the GPU traces: notebook 03 showed an "AI CPU" column (Ascend's cores)
+    on a B200 trace, and 04 no bandwidth at all, though the trace's all-gather records
+    its bytes (393 KiB in 22.0 µs: 18.3 GB/s of algorithm bandwidth, by hand from the
+    raw kernel's args)."""
+    from shared_samples import KINETO_TRACES, sample
+
+    from perfkit.report import write_report
+
+    trace = sample(KINETO_TRACES["tl_b200_eager"])
+    pages = {}
+    for nb in ("03_operators", "04_communication"):
+        out = write_report(trace.parent, tmp_path / f"{nb}.html", notebook=nb, progress=False)
+        text = re.sub(r"<[^>]+>", " ", re.sub(r"<style.*?</style>", " ", out.read_text(),
+                                              flags=re.S))
+        pages[nb] = " ".join(html.unescape(text).split())
+    header = pages["03_operators"].split("1. ")[1][:2000]
+    assert "AI CPU" not in header.split("2. Compute-bound")[0]
+    assert "a GPU or CPU trace records no PMU pipe ratios" in pages["03_operators"]
+    bandwidth = pages["04_communication"].split("The collectives' own bandwidth")[1]
+    assert re.search(r"allgather \S+ 0 8 1 393 22\.0 18\.3 16\.0", bandwidth), bandwidth[:400]

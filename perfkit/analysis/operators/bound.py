@@ -109,8 +109,11 @@ def operator_bound(profile: Any) -> pd.DataFrame:
     """
     cols = {"type": TEXT, "count": "int64", "total_us": "float64",
             "compute_ratio": "float64", "memory_ratio": "float64", "bound": TEXT}
+    meta = getattr(profile, "meta", None)
     note = ("no PMU pipe-ratio columns (needs Ascend aic_metrics=PipeUtilization); bound "
-            "type unknown")
+            "type unknown" if (getattr(meta, "device_type", None) or "npu") == "npu" else
+            "a GPU or CPU trace records no PMU pipe ratios: the bound is read from the "
+            "shapes instead (operator_efficiency's roofline)")
     kernels = table(profile, "kernels")
     if is_lazy(kernels):  # weighted sums per type on the workers
         if not _pmu_columns(kernels.columns)[0] or not _pmu_columns(kernels.columns)[1]:

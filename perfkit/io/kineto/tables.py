@@ -153,7 +153,8 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                      "last task if later (bubble/stage are Ascend-only and left NA)" if len(spans)
                      else
                      "steps: computed from the GPU kernel intervals of the whole trace "
-                     "(bubble/stage/preparing are Ascend-only and left NA)")
+                     "(no step marks, so the wait before a step is not known; the pipeline "
+                     "bubble and stage are Ascend's)")
     else:
         whole = spans if len(spans) else _whole_trace_span(cpu, origin)
         if len(whole):
