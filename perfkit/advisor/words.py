@@ -128,20 +128,10 @@ def kernel_names(joined: str) -> str:
     The text is split only at the commas outside brackets, so a template argument list
     (``kernel<4, float>``) stays one name.
     """
-    from ..analysis.timeline import short_label
+    from ..analysis.timeline.labels import short_label, split_top_level
 
-    names, depth, start = [], 0, 0
-    text = str(joined)
-    for i, ch in enumerate(text):
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth = max(0, depth - 1)
-        elif ch == "," and depth == 0:
-            names.append(text[start:i])
-            start = i + 1
-    names.append(text[start:])
-    labels = [short_label(n.strip(), max_len=48) for n in names if n.strip()]
+    labels = [short_label(n.strip(), max_len=48) for n in split_top_level(str(joined))
+              if n.strip()]
     return ", ".join(dict.fromkeys(labels))
 
 

@@ -279,6 +279,12 @@ def test_short_label():
     assert short_label("Memcpy DtoD (Device -> Device)", None) == "Memcpy DtoD"
     assert short_label("Memset (Device)", None) == "Memset"
     assert short_label("void gemv2T_kernel(int, float)", None) == "gemv2T_kernel"
+    # vLLM's, in the B200 trace: a ">" inside parentheses is a comparison, not a template's
+    # end (it was cut to "enable_if", the return type's name)
+    vllm = ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>"
+            "::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, "
+            "c10::BFloat16*, c10::BFloat16 const*, float, int, int)")
+    assert short_label(vllm, None, max_len=48) == "fused_add_rms_norm_kernel"
 
 
 # --------------------------------------------------------------------------- samples
@@ -552,3 +558,17 @@ def test_a_mindspore_wait_for_data_is_drawn_before_the_iteration():
         mine = f[f["rank"] == rank]
         drawn = float(mine["end_us"].max() - mine["start_us"].min())
         assert drawn == pytest.approx(walls[rank][step], rel=0.01)
+
+
+def test_names_joined_by_commas_are_split_outside_brackets_only():
+    """The advisor's "most frequent" list: the vLLM kernel above was said as two names,
+    "enable_if" and a fragment, split at the comma inside its template."""
+    from perfkit.advisor.words import kernel_names
+    from perfkit.analysis.timeline.labels import split_top_level, top_level
+
+    vllm = ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>"
+            "::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)")
+    joined = f"Memcpy DtoD (Device -> Device), {vllm}, void k<4, float>(int, float)"
+    assert len(split_top_level(joined)) == 3
+    assert top_level(vllm) == "std::enable_if::type vllm::fused_add_rms_norm_kernel"
+    assert kernel_names(joined) == "Memcpy DtoD, fused_add_rms_norm_kernel, k"

@@ -11,9 +11,44 @@ import re
 import numpy as np
 import pandas as pd
 
-__all__ = ["short_label"]
+__all__ = ["short_label", "split_top_level", "top_level"]
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
+_OPEN, _CLOSE = "<([{", ">)]}"
+
+
+def _depths(text: str) -> list[int]:
+    """The bracket depth of each character of a C++ signature, counted with a stack so
+    that a ``>`` inside parentheses is a comparison, not a template's end
+    (``enable_if<((8)>(0)), void>``), nor is ``->`` inside a runtime task's words."""
+    stack: list[str] = []
+    out = []
+    for ch in text:
+        if ch in _OPEN:  # a bracket counts as inside what it opens or closes
+            stack.append(ch)
+            out.append(len(stack))
+        elif ch in _CLOSE and stack and _OPEN.index(stack[-1]) == _CLOSE.index(ch):
+            out.append(len(stack))
+            stack.pop()
+        else:
+            out.append(len(stack))
+    return out
+
+
+def top_level(text: str) -> str:
+    """``text`` without what any bracket holds: the template arguments and the parameter
+    list of a C++ signature (``void ns::kernel<4, f>(int)`` → ``void ns::kernel``)."""
+    return "".join(ch for ch, d in zip(text, _depths(text), strict=True) if d == 0)
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at the ``sep`` outside brackets, so a template's argument list
+    (``kernel<4, float>``) stays one name."""
+    parts, start = [], 0
+    for i, (ch, d) in enumerate(zip(text, _depths(text), strict=True)):
+        if ch == sep and d == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def short_label(name: str, type_: str | None = None, max_len: int = 28) -> str:
@@ -37,12 +72,11 @@ def short_label(name: str, type_: str | None = None, max_len: int = 28) -> str:
     else:
         text = text.replace("(anonymous namespace)::", "")
         signature = "::" in text or "<" in text or text.startswith("void ")
-        prev = None
-        while prev != text:
-            prev, text = text, _TEMPLATE.sub("", text)
-        text = text.split("(", 1)[0].strip()
-        if signature:  # a return type before the function's name
+        if signature:  # a return type before the function's name, brackets left out
+            text = top_level(text).strip()
             text = text.split(" ")[-1] if " " in text else text
+        else:  # a runtime task's own words: what its parenthesis says is left out
+            text = text.split("(", 1)[0].strip()
         text = text.rsplit("::", 1)[-1] or text
         text = re.sub(r"__\d+(?:_\d+)*$", "", text)
     text = text or str(name)
