@@ -93,6 +93,19 @@ def test_an_inference_trace_gets_no_training_advice() -> None:
     assert "precision" not in skipped.evidence
 
 
+def test_an_inference_trace_with_tp_collectives_gets_the_forwards_words() -> None:
+    """A walk: vLLM's eager B200 trace (no autograd operator; all-reduces of a tp group)
+    was told Megatron's --tp-comm-overlap and to trade tp for dp: the tensor-parallel
+    words of training came before the forward-only ones."""
+    ops = [e for e in _kineto("tl_b200_eager") if e.get("cat") == "cpu_op"]
+    assert ops and not any(BACKWARD.search(e["name"]) for e in ops)
+    found = pk.advise(pk.load(sample(KINETO_TRACES["tl_b200_eager"]), progress=False))
+    exposed = [f for f in found if "The profiled step runs no backward pass, so its "
+               "collectives are the forward's own" in f.recommendation]
+    assert exposed
+    assert "--tp-comm-overlap" not in _words(found) and "trade tp for dp" not in _words(found)
+
+
 def test_fp32_gemms_on_a_v100_are_told_amp_priced_from_the_peak_ratio() -> None:
     events = _kineto("k_resnet50_nw0")
     steps = [e for e in events if e.get("ph") == "X"

@@ -242,6 +242,24 @@ def exposed_comm(ctx: Context) -> list[Finding]:
                            "embedding rows): overlap the exchange of one micro-batch with the "
                            "computation of another and balance the load per expert or "
                            "embedding shard."})
+    elif _forward_only(ctx):
+        # inference / evaluation: no gradient to reduce; the collectives are the forward's
+        # (before the tensor-parallel words, which speak of training: sequence parallelism,
+        # --tp-comm-overlap, trading tp for dp)
+        rec = say(ctx.fw, {
+            "any": "The profiled step runs no backward pass, so its collectives are the "
+                   "forward's own (tensor-parallel all-reduces and all-gathers), not "
+                   "gradient reduction: keep the tensor-parallel group inside a node, "
+                   "overlap its collectives with computation (sequence parallelism, fused "
+                   "matmul-communication kernels), or use fewer tensor-parallel ranks where "
+                   "memory allows.",
+            "pytorch_gpu": "The profiled step runs no backward pass, so its collectives "
+                           "are the forward's own (tensor-parallel all-reduces and "
+                           "all-gathers), not gradient reduction: keep the tensor-parallel "
+                           "group inside an NVLink domain, overlap its collectives with "
+                           "computation (sequence parallelism, fused GEMM-communication "
+                           "kernels, CUDA graphs over the decode step), or use fewer "
+                           "tensor-parallel ranks where memory allows."})
     elif _tensor_parallel_only(ctx):
         # dp = 1: no gradient reduction to overlap; the exposed collectives are the layers'
         # own tensor-parallel all-reduces / all-gathers
@@ -263,22 +281,6 @@ def exposed_comm(ctx: Context) -> list[Finding]:
             "pytorch_cpu": "The exposed collectives are tensor parallel, not gradient "
                            "reduction (dp = 1): every layer waits on gloo over TCP; trade tp "
                            "for dp (or a larger host) where memory allows."})
-    elif _forward_only(ctx):
-        # inference / evaluation: no gradient to reduce; the collectives are the forward's
-        rec = say(ctx.fw, {
-            "any": "The profiled step runs no backward pass, so its collectives are the "
-                   "forward's own (tensor-parallel all-reduces and all-gathers), not "
-                   "gradient reduction: keep the tensor-parallel group inside a node, "
-                   "overlap its collectives with computation (sequence parallelism, fused "
-                   "matmul-communication kernels), or use fewer tensor-parallel ranks where "
-                   "memory allows.",
-            "pytorch_gpu": "The profiled step runs no backward pass, so its collectives "
-                           "are the forward's own (tensor-parallel all-reduces and "
-                           "all-gathers), not gradient reduction: keep the tensor-parallel "
-                           "group inside an NVLink domain, overlap its collectives with "
-                           "computation (sequence parallelism, fused GEMM-communication "
-                           "kernels, CUDA graphs over the decode step), or use fewer "
-                           "tensor-parallel ranks where memory allows."})
     elif np.isfinite(overlap) and overlap < 0.1:
         rec = say(ctx.fw, {
             "mindspore": "Nothing overlaps: enable gradient communication fusion and overlap "
