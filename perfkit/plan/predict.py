@@ -175,6 +175,10 @@ def _changes(old: ParallelConfig | None, new: ParallelConfig, old_model: ModelSp
     # the device count first: a layout on more devices is not the run's made faster
     out = [f"devices {old.world_size} → {new.world_size}"] \
         if old.world_size != new.world_size else []
+    # then the work per step: a layout that steps fewer sequences is not the run made faster
+    if old.global_batch_size != new.global_batch_size:
+        out.append(f"global batch {old.global_batch_size} → {new.global_batch_size} "
+                   "sequences (the step does the work of another batch)")
     out += [f"{f.name} {getattr(old, f.name)} → {getattr(new, f.name)}"
             for f in dataclasses.fields(ParallelConfig)
             if getattr(old, f.name) != getattr(new, f.name)]

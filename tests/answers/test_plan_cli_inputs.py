@@ -170,3 +170,15 @@ def test_the_planner_says_a_capped_fit_does_not_reproduce_the_run() -> None:
     said = comparison_sentence(frame, fit)
     assert "inside the band" not in said
     assert "even at the device's peak: the model does not reproduce this run" in said
+
+
+def test_a_layout_on_another_batch_says_so_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """A walk: tp 2, pp 2, micro-batch 1 × 4 on the 16-rank sample (dp follows: 16/4 = 4)
+    steps 4 × 1 × 4 = 16 sequences where the run stepped 16 × 2 × 1 = 32 (its README),
+    and read as a 666 ms step against the run's 1.22 s, the batch change unsaid."""
+    assert cli.main(["plan", "sample:llama2-13b-baseline-dp16", "--tp", "2", "--pp", "2",
+                     "--micro-batch-size", "1", "--num-micro-batches", "4", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["global_batch_size"] == 4 * 1 * 4
+    assert answer["changes"][0] == ("global batch 32 → 16 sequences (the step does the work "
+                                    "of another batch)")
