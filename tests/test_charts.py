@@ -433,10 +433,13 @@ def test_recompute_tradeoff_chart_places_each_mode() -> None:
     assert _data(chart, 1)["limit_GiB"].iloc[0] == pytest.approx(limit)
     # the modes are named by the colour's legend, once each, not printed beside the points
     assert _encoding(chart, 0)["color"]["field"] == "recompute"
-    assert all(layer["mark"]["type"] != "text" for layer in chart.to_dict()["layer"])
+    # the one text layer is the limit's words: a line at 57.6 GiB read as the device's size
+    assert [layer["encoding"]["text"]["field"] for layer in chart.to_dict()["layer"]
+            if layer["mark"]["type"] == "text"] == ["caption"]
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", _svg(chart))
     for mode in frame["recompute"]:
         assert texts.count(mode) == 1, (mode, texts)
+    assert f"usable {limit:,.1f} GiB" in texts
     with pytest.raises(pk.PerfkitError, match="step_s"):
         C.recompute_tradeoff_chart(frame.drop(columns="step_s"))
 

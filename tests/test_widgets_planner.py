@@ -162,6 +162,18 @@ def test_a_new_search_keeps_the_calibration(board) -> None:
     assert "Step times calibrated on this profile" in _text(panel)
 
 
+def test_the_chart_title_says_it_draws_the_fastest_candidates(board) -> None:
+    """A walk: "2,847 candidates, 2,847 fit" over a chart of the 400 fastest."""
+    from perfkit.charts.planner import STRATEGY_POINTS
+
+    panel = board.panels["Planner"]
+    n = len(panel.ranked)
+    assert n > STRATEGY_POINTS
+    titles = [c.chart.to_dict().get("title") for c in panel.result.children
+              if hasattr(c, "chart")]
+    assert f"the {STRATEGY_POINTS:,} fastest of {n:,} candidates" in str(titles), titles
+
+
 def test_layout_changes_names_each_difference() -> None:
     a = pk.ParallelConfig(dp=16, micro_batch_size=2, optimizer_shard=16, recompute="full")
     b = pk.ParallelConfig(dp=8, pp=2, num_micro_batches=8, optimizer_shard=8,

@@ -19,7 +19,7 @@ from ..errors import InvalidArgumentError
 from ..tables import shorten
 
 __all__ = ["SELECTION", "MAX_MARKS", "GIB", "selection_param", "chart_marks", "rank_axis",
-           "unique_labels", "require", "nothing_to_draw"]
+           "unique_labels", "require", "nothing_to_draw", "memory_limit_rule"]
 
 GIB = 2**30
 
@@ -131,3 +131,16 @@ def nothing_to_draw(frame: pd.DataFrame, what: str, width: int, height: int,
         y=alt.Y("line:O", axis=None), text="text:N").properties(
         width=width, height=min(height, 22 * len(lines)))
     return text.properties(title=title) if title else text
+
+
+def memory_limit_rule(limit_gib: float, label: str = "usable") -> list[alt.Chart]:
+    """A dashed red rule at a memory limit on a chart whose x is memory per device (GiB),
+    and its words at the top (``"usable 57.6 GiB"``) and in its tooltip: an unlabelled
+    line at 57.6 GiB read as the device's size (64 GiB)."""
+    limit = pd.DataFrame({"limit_GiB": [float(limit_gib)],
+                          "caption": [f"{label} {limit_gib:,.1f} GiB"]})
+    rule = alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
+        x="limit_GiB:Q", tooltip=[alt.Tooltip("caption:N", title="memory limit")])
+    text = alt.Chart(limit).mark_text(align="right", dx=-4, y=8, color="#c0392b",
+                                      fontSize=11).encode(x="limit_GiB:Q", text="caption:N")
+    return [rule, text]

@@ -8,16 +8,21 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from .base import GIB, require
+from .base import GIB, memory_limit_rule, require
 
-__all__ = ["strategy_chart", "prediction_chart", "pipeline_plan_chart", "PROFILED_LABEL",
-           "FITS_TITLE"]
+__all__ = ["strategy_chart", "STRATEGY_POINTS", "prediction_chart", "pipeline_plan_chart",
+           "PROFILED_LABEL", "FITS_TITLE"]
 
 _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
                      "recompute", "rank")
 
 
-def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None = None,
+#: How many candidates :func:`strategy_chart` draws by default, the fastest.
+STRATEGY_POINTS = 400
+
+
+def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
+                   title: str | None = None,
                    width: int = 420, height: int = 260,
                    step_title: str = "estimated step time (s)",
                    profiled: Mapping[str, float] | None = None) -> alt.LayerChart:
@@ -34,8 +39,9 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
         calibrated search: the band of :func:`perfkit.plan.predict`) each point gets a
         vertical bar over its band.
     n : int, optional
-        Keep the first ``n`` rows in ascending ``step_s`` (all when None); searches can
-        return thousands of candidates and the fast ones are the interesting ones.
+        Keep the first ``n`` rows in ascending ``step_s`` (all when None; default
+        :data:`STRATEGY_POINTS`); searches can return thousands of candidates and the fast
+        ones are the interesting ones. A title should say so.
     title : str, optional
         Chart title.
     width, height : int
@@ -81,9 +87,7 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = 400, title: str | None =
                  *[alt.Tooltip(c, format=",.3f", title=f"band {c[:-2]} (s)")
                    if c in ("low_s", "high_s") else alt.Tooltip(c) for c in extra]],
     ).interactive()  # zoom and pan
-    rule = alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
-        x=alt.X("limit_GiB:Q"))
-    layers = [dots, rule]
+    layers = [dots, *memory_limit_rule(float(limit["limit_GiB"].iloc[0]))]
     if "low_s" in points.columns:
         bars = alt.Chart(points).mark_rule(opacity=0.25).encode(
             x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .base import require
+from .base import memory_limit_rule, require
 
 __all__ = ["recompute_tradeoff_chart"]
 
@@ -22,8 +22,8 @@ def recompute_tradeoff_chart(frame: pd.DataFrame, memory_limit_GiB: float | None
         :func:`perfkit.widgets.prediction.recompute_modes` (the Planner's model, as the
         dashboard's Recompute tab and notebook 06 predict it).
     memory_limit_GiB : float, optional
-        Device memory, drawn as a dashed rule (the Planner's limit:
-        ``fit.prediction.memory_limit_bytes / 2**30``).
+        The memory usable on a device, drawn as a dashed rule labelled "usable … GiB"
+        (the Planner's limit: ``fit.prediction.memory_limit_bytes / 2**30``).
     title : str, optional
         Chart title.
     width, height : int
@@ -57,9 +57,7 @@ def recompute_tradeoff_chart(frame: pd.DataFrame, memory_limit_GiB: float | None
                  alt.Tooltip("step_s:Q", format=",.3f", title="estimated step (s)")])
     layers: list[alt.Chart] = [points]
     if memory_limit_GiB is not None:
-        limit = pd.DataFrame({"limit_GiB": [float(memory_limit_GiB)]})
-        layers.append(alt.Chart(limit).mark_rule(color="#c0392b", strokeDash=[4, 3]).encode(
-            x="limit_GiB:Q"))
+        layers += memory_limit_rule(float(memory_limit_GiB))
     chart = alt.layer(*layers).properties(width=width, height=height)
     if title:
         chart = chart.properties(title=title)

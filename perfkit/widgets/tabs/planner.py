@@ -17,6 +17,7 @@ import ipywidgets as W
 import pandas as pd
 
 from ... import charts as C
+from ...charts.planner import STRATEGY_POINTS
 from ...format import counted, time_text
 from ...plan.assumed import Assumptions, assumed_calibration, predict_assumed
 from ..markup import describe_error, error, frame_html, note
@@ -426,8 +427,11 @@ class PlannerTab(JobTab):
         ranked_too = best.loc[best["profiled"], "rank"].notna().all()
         # another job size: the profiled layout's step does not compare, so no diamond
         # among the candidates (it would read as the fastest of them)
+        shown = min(len(ranked), STRATEGY_POINTS)  # the fastest: said in the title
+        drawn = f"{len(ranked):,} candidates" if shown == len(ranked) else \
+            f"the {shown:,} fastest of {len(ranked):,} candidates"
         chart = chart_widget(C.strategy_chart(
-            ranked, title=f"{len(ranked):,} candidates, {fits:,} fit (scroll to zoom)",
+            ranked, title=f"{drawn}, {fits:,} fit (scroll to zoom)",
             step_title="predicted step time (s)" if fit.calibrated
             else "predicted step time at the default rates (s)",
             profiled=own.to_dict() if ranked_too else None))
