@@ -171,3 +171,24 @@ def test_the_findings_name_the_warm_up_step_that_makes_their_mean_step() -> None
     assert said in words, words[:3000]
     text = " ".join(profile_info_text(str(folder), n_findings=2).split())
     assert said in text, text
+
+
+def test_the_split_leaves_out_the_warm_up_as_the_step_time_does() -> None:
+    """A walk: the Overview's step time is the median (179 ms) while its split summed the
+    2.38 s first step in, a pipeline bubble of 61 % of the step. The warm-up step is now
+    left out of the split, and the split says so: its bubble share is the CSV files'
+    receive_alone_time over computation_time + communication_alone_time + the step trace's
+    interval, summed over the ranks' steps 2-5."""
+    from perfkit.widgets.headline import step_split
+
+    folder = shared_sample(LEGACY)
+    raw = legacy_cluster(folder)
+    later = [r for rows in raw.values() for r in rows[1:]]
+    bubble = sum(r["receive_alone_time"] for r in later) / sum(
+        r["computation_time"] + r["communication_alone_time"] + r["interval_ms"]
+        for r in later)
+    split = step_split(perfkit.analysis.step_breakdown(perfkit.load(folder)))
+    assert split.set_index("part").loc["bubble_us", "share"] == pytest.approx(bubble)
+    assert split.attrs["steps"] == 4 and split.attrs["left_out"].startswith(
+        "step 1 (2.38 s, 13 times the median step: a warm-up) left out")
+    assert "step 1 (2.38 s" in profile_info_text(folder)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..analysis.steps import FAR_STEP, far_steps
 from ..format import share_text, time_text
 
 __all__ = ["Finding", "severity_of", "measured", "unmeasured", "NOTEBOOKS",
@@ -169,26 +170,20 @@ def share_of_step(f: Finding, shown_step_ms: float | None = None) -> str:
     return f"{share_text(f.score)} of the step"
 
 
-#: A step whose slowest rank takes more than this many times the median step is named
-#: where the findings' mean step and a view's median step differ (:func:`step_basis_note`).
-FAR_STEP = 2.0
 
 
 def _far_steps(steps: Any, shown_step_ms: float) -> str:
     """``"; step 1 takes 2.38 s (13 times the median: a warm-up), which counts in the
     mean, not in the median"``: the steps of a step breakdown whose slowest rank's wall
-    (``step_us`` + ``preparing_us``) is above :data:`FAR_STEP` times the median step shown;
+    (``step_us`` + ``preparing_us``) is above :data:`FAR_STEP` times the median step
+    (:func:`perfkit.analysis.steps.far_steps`);
     empty when none is, or without a breakdown."""
     if steps is None or getattr(steps, "empty", True) or "step_us" not in steps.columns:
         return ""
-    wall = steps["step_us"].astype("float64")
-    if "preparing_us" in steps.columns:
-        wall = wall + steps["preparing_us"].astype("float64").fillna(0.0)
-    slowest = wall.groupby(steps["step"]).max().dropna()
-    far = slowest[slowest > FAR_STEP * shown_step_ms * 1e3]
+    far = far_steps(steps)
     if far.empty:
         return ""
-    first = slowest.index.min()
+    first = steps["step"].min()
     said = [f"step {int(k)} takes {time_text(v)} ({v / (shown_step_ms * 1e3):.0f} times the "
             f"median{': a warm-up' if k == first else ''})" for k, v in far.items()]
     one = len(said) == 1

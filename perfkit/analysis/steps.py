@@ -383,6 +383,30 @@ def measured_step_s(breakdown: pd.DataFrame, preparing: bool = True) -> float:
     return median(slowest) / 1e6
 
 
+#: A step whose slowest rank takes more than this many times the median step is far from
+#: the others (a warm-up, a checkpoint): :func:`far_steps`.
+FAR_STEP = 2.0
+
+
+def far_steps(breakdown: pd.DataFrame, factor: float = FAR_STEP) -> pd.Series:
+    """The steps whose slowest rank's wall time (:func:`step_wall_us`) is above ``factor``
+    times the median step (:func:`measured_step_s`): a warm-up or a checkpoint, which the
+    median leaves out and a sum over steps would let dominate.
+
+    Returns
+    -------
+    pandas.Series
+        The far steps' slowest walls in µs, indexed by step number (empty when none, or
+        without numbered steps).
+    """
+    if breakdown.empty or "step_us" not in breakdown.columns or "step" not in \
+            breakdown.columns or not breakdown["step"].notna().any():
+        return pd.Series(dtype="float64")
+    wall = step_wall_us(breakdown).groupby(breakdown["step"]).max().dropna()
+    median_step = measured_step_s(breakdown) * 1e6
+    return wall[wall > factor * median_step] if median_step > 0 else wall.iloc[:0]
+
+
 def step_wall_us(breakdown: pd.DataFrame) -> pd.Series:
     """Each row's wall time in µs: ``step_us`` + ``preparing_us`` (missing: 0), the step
     time :func:`measured_step_s` counts."""

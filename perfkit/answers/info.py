@@ -105,7 +105,9 @@ def _split(steps: Any) -> dict[str, Any]:
     return {"split": [{"part": str(r.part), "label": str(r.label), "share": number(r.share)}
                       for r in split.itertuples()] if divided else [],
             "split_over": {"ranks": int(split.attrs["ranks"]),
-                           "steps": int(split.attrs["steps"])} if divided else None,
+                           "steps": int(split.attrs["steps"]),
+                           "left_out": str(split.attrs.get("left_out", ""))}
+            if divided else None,
             "per_step": per_step}
 
 

@@ -140,9 +140,11 @@ def _steps_lines(profile: Any, max_steps: int = 10) -> list[str]:
     if not split.empty and split.attrs.get("rows", 1):
         split = split.assign(share=rounded_split(split[["share"]].T).T["share"])
         parts = ", ".join(f"{r.label} {_pct(r.share)}" for r in split.itertuples())
+        left_out = split.attrs.get("left_out", "")
         lines += _wrap(f"where the step goes: {parts} (shares of the step time summed over "
-                       f"{_over(split.attrs['ranks'], split.attrs['steps'])}; they add up "
-                       "to 100 %)", "  ")
+                       f"{_over(split.attrs['ranks'], split.attrs['steps'])}"
+                       + (f", {left_out}" if left_out else "") + "; they add up to 100 %)",
+                       "  ")
         if "computing_or_free_us" in set(split["part"]):
             before = (" and the step interval before it"
                       if "iteration_interval_us" in set(split["part"]) else "")

@@ -35,7 +35,7 @@ import pandas as pd
 from .._shares import rounded_split
 from ..analysis import measured_step_s
 from ..analysis.recorded import withheld_text
-from ..analysis.steps import exposed_comm_us, step_basis, step_wall_us
+from ..analysis.steps import exposed_comm_us, far_steps, step_basis, step_wall_us
 from ..calc import tokens_per_second_per_device
 from ..errors import PerfkitError
 from ..format import counted, listed, number_text, plural, share_text, time_text
@@ -214,7 +214,13 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
         One row per part of :data:`SPLIT_PARTS` (the bubble and the wait before the first
         task only when the profile reports them above 0): ``part`` (column), ``label``,
         ``us`` (summed over ranks and steps), ``share``.
-        ``attrs``: ``rows`` (rank × step rows used), ``ranks``, ``steps``.
+        ``attrs``: ``rows`` (rank × step rows used), ``ranks``, ``steps``, ``left_out``
+        (the words for the steps far from the others left out, :func:`far_steps_text`;
+        ``""`` when none).
+
+    A step far from the others (:func:`perfkit.analysis.steps.far_steps`: a warm-up whose
+    slowest rank takes more than twice the median step) is left out, as the step time
+    shown, a median, leaves it out; unless every step is far.
     """
     cols = ["part", "label", "us", "share"]
     if breakdown.empty:
@@ -225,6 +231,13 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     base = ([_TOGETHER, "comm_not_overlapped_us"] if undivided_split(data) else
             ["computing_us", "comm_not_overlapped_us", "free_us"])
     data = data.dropna(subset=base)
+    # a step far from the others (a warm-up) left out, as the median step time leaves it:
+    # summed in, the legacy cluster's 2.38 s first step made its bubble 61 % of a 179 ms step
+    far = far_steps(data)
+    if len(far) and data["step"].nunique() > len(far):
+        data = data[~data["step"].isin(far.index)]
+    else:
+        far = far.iloc[:0]
     step_total = float(split_step_us(data).sum())
     rows = []
     for part, label in split_parts(data).items():  # a part not reported is left out
@@ -234,8 +247,23 @@ def step_split(breakdown: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=cols)
     # a span without a step number (a trace without step marks) is a step of its own
     out.attrs.update(rows=len(data), ranks=int(data["rank"].nunique(dropna=False)),
-                     steps=int(data["step"].nunique(dropna=False)))
+                     steps=int(data["step"].nunique(dropna=False)),
+                     left_out=far_steps_text(far, data))
     return out
+
+
+def far_steps_text(far: pd.Series, kept: pd.DataFrame) -> str:
+    """``"step 1 (2.38 s, 13 times the median step: a warm-up) left out, as the step time
+    leaves it out"``, for the steps :func:`perfkit.analysis.steps.far_steps` found; ``""``
+    when none."""
+    if far.empty:
+        return ""
+    median_us = measured_step_s(kept) * 1e6
+    first = min([*far.index, *kept["step"].dropna()])
+    said = [f"step {int(k)} ({time_text(v)}, {v / median_us:.0f} times the median step"
+            f"{': a warm-up' if k == first else ''})" for k, v in far.items()]
+    them = "it" if len(said) == 1 else "them"
+    return f"{listed(said)} left out, as the step time leaves {them} out"
 
 
 @dataclass(frozen=True)
@@ -378,8 +406,10 @@ def split_bar_html(split: pd.DataFrame, missing: str | None = None) -> str:
         legend.append(f"<span><i style='background:{color}'></i>{label} "
                       f"<b>{text}</b></span>")
     ranks, steps = split.attrs.get("ranks", 0), split.attrs.get("steps", 0)
+    left_out = split.attrs.get("left_out", "")
     basis = (f"share of the step time, summed over {ranks} rank{'s' if ranks != 1 else ''}"
-             f" × {steps} step{'s' if steps != 1 else ''}; the parts add up to 100 %"
+             f" × {steps} step{'s' if steps != 1 else ''}"
+             + (f" ({left_out})" if left_out else "") + "; the parts add up to 100 %"
              + (f". {UNDIVIDED_NOTE[0].upper()}{UNDIVIDED_NOTE[1:]}."
                 if _TOGETHER in set(split["part"]) else ""))
     return (f"<div class='pk-split'><div class='pk-split-bar'>{''.join(cells)}</div>"

@@ -268,7 +268,8 @@ def test_info_json_gives_the_figures_and_split_the_text_prints(
     split = {r["part"]: r["share"] for r in steps["split"]}
     assert math.fsum(split.values()) == pytest.approx(1.0)
     assert split["computing_us"] == pytest.approx(s["computing_us"].sum() / wall.sum())
-    assert steps["split_over"] == {"ranks": s["rank"].nunique(), "steps": s["step"].nunique()}
+    assert steps["split_over"] == {"ranks": s["rank"].nunique(), "steps": s["step"].nunique(),
+                                   "left_out": ""}
     for row in steps["per_step"]:  # each step's slowest rank and its wall time
         mine = wall[s["step"] == row["step"]]
         assert row["step_ms"] == pytest.approx(float(mine.max()) / 1e3)
