@@ -90,8 +90,9 @@ def test_the_overview_split_counts_the_legacy_step_interval() -> None:
     of both, and the finding's figure is each step's slowest rank's interval, averaged."""
     folder = shared_sample(f"{MINDINSIGHT}/cluster_propose")
     steps = legacy_cluster(folder)  # ms
-    rows = [s for rank in steps.values() for s in rank]
-    assert len(steps) == 4 and len(rows) == 20
+    assert len(steps) == 4 and all(len(rank) == 5 for rank in steps.values())
+    # the split leaves out step 1, a warm-up 13 times the median step, as the step time does
+    rows = [s for rank in steps.values() for s in rank[1:]]
     share = sum(s["interval_ms"] for s in rows) / sum(
         s["interval_ms"] + s["computation_time"] + s["communication_alone_time"] for s in rows)
     board = _board(f"{MINDINSIGHT}/cluster_propose")
