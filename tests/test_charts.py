@@ -527,3 +527,14 @@ def test_the_real_steps_are_drawn_in_their_numeric_order() -> None:
     chart = C.step_breakdown_chart(A.step_breakdown(pk.load(path, progress=False)))
     assert chart.to_dict()["layer"][0]["encoding"]["xOffset"]["sort"] == \
         [str(s) for s in steps]
+
+
+def test_a_step_part_has_one_colour_in_the_split_bar_and_the_step_chart() -> None:
+    """A walk: the legacy step interval was yellow in the Overview's split bar (the wait
+    before the step) and grey in its per-rank chart, where grey is idle time."""
+    from perfkit.charts.overview import _PART_COLORS
+    from perfkit.widgets.headline import _SPLIT_COLORS
+
+    shared = set(_PART_COLORS) & set(_SPLIT_COLORS)
+    assert "iteration_interval_us" in shared and "preparing_us" in shared
+    assert {p: _PART_COLORS[p] for p in shared} == {p: _SPLIT_COLORS[p] for p in shared}

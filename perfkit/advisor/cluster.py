@@ -215,8 +215,8 @@ def pipeline(ctx: Context) -> list[Finding]:
             + ctx.assumed_note("num_micro_batches", "vpp"),
             f"Rebalance: {fix}; count the embedding on the first stage and the output "
             "layer and loss on the last.",
-            details=f"spread of stage_us {spread:.0f} µs; receive wait beyond the schedule "
-                    f"{excess_max:.0f} µs"))
+            details=f"spread of the stages' own work {fmt_time(spread)}; receive wait beyond "
+                    f"the schedule {fmt_time(excess_max)}"))
     br = float(sb["bubble_ratio"].max())
     bub = float(sb["bubble_us"].max())
     if not np.isfinite(br) or bub <= 0:

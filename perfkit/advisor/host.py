@@ -258,7 +258,9 @@ def host_bound(ctx: Context) -> list[Finding]:
     # the gaps are per step over the steps with device tasks: a share of those steps
     basis, basis_words = ctx.basis_over(hb["step"], "with its device tasks recorded")
     return [measured(ctx, "host_bound", "host", gap, title, ev, rec,
-                     details=f"launch-bound test: median gap >= median kernel is {launch_bound}",
+                     details="launch-bound test: the median gap is "
+                             + ("at least" if launch_bound else "shorter than")
+                             + " the median kernel",
                      step_us=basis, step_basis=basis_words)]
 
 

@@ -96,7 +96,7 @@ def mfu(ctx: Context) -> list[Finding]:
             "passed to the advisor.")]
     return [unmeasured(
         "mfu", "metrics", f"Model FLOPs utilisation is {pct(value)}",
-        f"step {fmt_time(step)}, {tps:.0f} tokens/s per device, peak "
+        f"step {fmt_time(step)}, {tps:,.0f} tokens/s per device, peak "
         f"{hw.peak() / 1e12:.0f} TFLOP/s ({hw.name})",
         "Work down the measured findings in order; if none is large, revisit the parallel "
         "strategy (perfkit.plan.search) and the micro-batch size.", severity="info")]

@@ -49,7 +49,7 @@ def memory(ctx: Context) -> list[Finding]:
             "Pass the hardware that ran the job (perfkit.Hardware.preset(...) or .replace("
             "memory_bytes=...)); if it is right, the profile is not from a run that fit: "
             "check the memory settings before trusting the memory figures.",
-            details=f"peak_reserved_bytes {used:.0f}"))
+            details=f"peak reserved {fmt_bytes(used)}"))
     elif frac >= 0.9 and not stalls:
         out.append(unmeasured(
             "memory_pressure", "memory", "Device memory is close to its limit",

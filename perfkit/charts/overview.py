@@ -35,7 +35,8 @@ WAIT_COLOR = "#eeca3b"
 _PART_COLORS = {"computing_us": "#4c78a8", "computing_or_free_us": "#9ecae9",
                 "comm_not_overlapped_us": "#e45756",
                 "comm_exposed_us": "#e45756", "free_us": "#bab0ac", "bubble_us": "#f58518",
-                "iteration_interval_us": "#bab0ac", "fp_and_bp_us": "#4c78a8",
+                # the step interval is the wait before the step, as the split bar colours it
+                "iteration_interval_us": WAIT_COLOR, "fp_and_bp_us": "#4c78a8",
                 "tail_us": "#72b7b2", "step_us": "#9d9d9d", "preparing_us": WAIT_COLOR}
 
 

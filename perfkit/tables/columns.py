@@ -30,7 +30,7 @@ _SHARES = {"share", "mfu", "hfu", "efficiency", "fraction", "overlap_share",
 _COUNTS = {"count", "samples", "ranks", "steps", "occurrences", "kernels", "forward",
            "backward", "rank", "src_rank", "dst_rank", "worst_rank", "step", "layers",
            "devices", "dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
-           "stage", "chunk", "check_order", "calls"}
+           "stage", "chunk", "check_order", "calls", "chains", "tasks"}
 _LABELS = {"gbps": "GB/s", "tflops": "TFLOP/s", "gib": "GiB", "pct": "%"}
 
 
