@@ -143,7 +143,9 @@ def unfused(ctx: Context) -> list[Finding]:
             ctx, "redundant_copies", "operators", ctx.per_recorded_step(float(r["saving_us"])),
             f"Time in {copies_label}",
             f"{counted(r['occurrences'], 'copy task')} {ctx.over_ranks_and_steps}, "
-            f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step" + _no_step(ctx),
+            f"{fmt_time(ctx.per_recorded_step(float(r['total_us'])))} per step (the copies "
+            "themselves; the Operators tab's 'copy' kind also holds concatenations, "
+            "transposes, fills and memory copies)" + _no_step(ctx),
             "Use in-place operators, drop .contiguous() where the next operator accepts "
             "strided input, and avoid needless tensor copies."))
     keep_dtype = say(ctx.fw, {"mindspore": "Keep one dtype across neighbouring operators "
