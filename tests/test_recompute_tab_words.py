@@ -44,3 +44,16 @@ def test_the_table_counts_attention_passes() -> None:
     assert "attention passes forward, median" in words
     assert "attention passes backward, median" in words
     assert "forward ops" not in words
+
+
+def test_the_ir_check_says_its_problems_in_words() -> None:
+    """A walk: the IR check's table showed "neighbour_not_recomputed" and "not_marked",
+    cut its explanations mid-word, and doubled the patterns' backslashes ('a\\\\.b', as
+    Python's repr writes them, not as a YAML holds them)."""
+    panel = tab_panel("Recompute", str(DATA / "mindspore-cpu-tiny-llama"))
+    panel.check_ir()  # the bundled example dump and its patterns
+    words = _words("".join(c.value for c in panel.ir_result.children))
+    assert "marked, but a neighbour is kept: no clone was made" in words
+    assert "neighbour_not_recomputed" not in words and "not_marked" not in words
+    assert r"Add 'feed_forward\.w1\.reshape' to select_recompute." in words
+    assert "\\\\" not in words and "…" not in words

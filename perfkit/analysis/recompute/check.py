@@ -235,7 +235,7 @@ def _unmarked_rows(ann: pd.DataFrame, matches: pd.DataFrame) -> list[dict[str, A
                    "this operator (check that this run used the configuration)")
         rows.append({"layer": rec.layer, "node_id": rec.node_id, "op": rec.op,
                      "path": rec.path, "problem": "not_marked",
-                     "explanation": f"pattern {rec.pattern!r} selects {rec.path}, but {why}."})
+                     "explanation": f"pattern '{rec.pattern}' selects {rec.path}, but {why}."})
     return rows
 
 
@@ -249,7 +249,7 @@ def _neighbour_row(rec: Any, nb: pd.Series, direction: str) -> dict[str, Any]:
                 f"{rec.op} {rec.node_id} ({rec.path}) is marked for recompute but was not "
                 f"cloned; the {nb['op']} {nb['node_id']} ({nb['path']}) that {where} it is not "
                 f"recomputed, so the activation between them stays in memory either way. "
-                f"Add {suggestion!r} to select_recompute.")}
+                f"Add '{suggestion}' to select_recompute.")}
 
 
 #: Layers whose forward operator counts differ by more than this share are noted as

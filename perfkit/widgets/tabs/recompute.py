@@ -98,6 +98,13 @@ def _ir_note(profile: Any) -> str:
                 "activation checkpointing), which the table above counts from the profile.")
 
 
+#: The diagnosis's problems (:func:`perfkit.analysis.recompute_check`) in words.
+PROBLEM_WORDS = {
+    "not_marked": "a pattern matched it, but it carries no recompute mark",
+    "neighbour_not_recomputed": "marked, but a neighbour is kept: no clone was made",
+}
+
+
 class RecomputeTab(JobTab):
     """Recompute seen in the profile, the job's memory/time trade-off and an IR check.
 
@@ -225,8 +232,14 @@ class RecomputeTab(JobTab):
         except Exception as exc:  # noqa: BLE001 - shown in the page
             self.ir_result.children = (html_widget(error(describe_error(exc, "the IR check"))),)
             return
+        diagnosis = result.diagnosis.assign(
+            problem=result.diagnosis["problem"].map(PROBLEM_WORDS).fillna(
+                result.diagnosis["problem"]))
         self.ir_result.children = (
-            html_widget(frame_html(result.patterns, "Patterns and what they matched", wrap=(
-                "matched", "note"))),
-            html_widget(frame_html(result.diagnosis, "Operators the patterns miss or break",
-                                   wrap=("why", "suggestion"))))
+            html_widget(frame_html(result.patterns, "Patterns and what they matched",
+                                   wrap=("pattern",))),
+            html_widget(frame_html(
+                diagnosis, "Operators the patterns miss or break",
+                columns=["layer", "op", "path", "problem", "neighbour_op", "suggested_pattern",
+                         "explanation"],
+                wrap=("path", "problem", "suggested_pattern", "explanation"))))
