@@ -137,8 +137,10 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
     Returns
     -------
     altair.Chart or altair.LayerChart
-        Points (``x = intensity``, ``y = achieved_tflops``, ``size = total_us``,
-        ``color = kind``) with the roof's two segments when known; with no point, the
+        Points (``x = intensity``, ``y = achieved_tflops``, ``size`` the time per rank
+        and step, ``per_step_us``, as the Operators tab's tables give it, or ``total_us``
+        summed over ranks and steps where the frame has no per-step time, said in the
+        legend and tooltip; ``color = kind``) with the roof's two segments when known; with no point, the
         reason in words (:func:`~perfkit.charts.base.nothing_to_draw`, the frame's note).
     """
     require(frame, ("key", "kind", "intensity", "achieved_tflops", "total_us"),
@@ -149,18 +151,20 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
         data = data.head(n)
     if data.empty:  # no axes without points: say why (no input shapes, no FLOPs counted)
         return nothing_to_draw(frame, "operator with FLOPs and bytes", width, height, title)
+    # time on the basis of the tab's tables: per rank and step where the frame has it
+    per_step = "per_step_us" in data.columns and bool(data["per_step_us"].notna().all())
+    basis = "per rank and step" if per_step else "summed over ranks and steps"
     keep = [c for c in ("key", "kind", "input_shapes", "intensity", "achieved_tflops",
-                        "total_us", "bound", "efficiency") if c in data.columns]
-    data = data.loc[:, keep].reset_index(drop=True).assign(
-        total_ms=lambda d: d["total_us"] / 1e3)
+                        "total_us", "per_step_us", "bound", "efficiency") if c in data.columns]
+    data = data.loc[:, keep].reset_index(drop=True)
+    data = data.assign(total_ms=data["per_step_us" if per_step else "total_us"] / 1e3)
     data["kind"] = data["kind"].astype(TEXT).fillna("other")
     tips = [alt.Tooltip("key:N", title="operator"), alt.Tooltip("kind:N")]
     if "input_shapes" in data.columns:
         tips.append(alt.Tooltip("input_shapes:N", title="input shapes"))
     tips += [alt.Tooltip("intensity:Q", format=",.2f", title="intensity (FLOP/byte)"),
              alt.Tooltip("achieved_tflops:Q", format=",.2f", title="achieved (TFLOP/s)"),
-             alt.Tooltip("total_ms:Q", format=",.2f",
-                         title="device time, summed over ranks and steps (ms)")]
+             alt.Tooltip("total_ms:Q", format=",.3~r", title=f"device time, {basis} (ms)")]
     if "efficiency" in data.columns:
         tips.append(alt.Tooltip("efficiency:Q", format=".1%", title="of the roofline"))
     if "bound" in data.columns:
@@ -172,7 +176,7 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
         y=alt.Y("achieved_tflops:Q", scale=alt.Scale(type="log"),
                 title="achieved FLOP/s (T = 10¹², G = 10⁹, M = 10⁶, k = 10³)",
                 axis=alt.Axis(labelExpr=TFLOPS_LABELS)),
-        size=alt.Size("total_ms:Q", title="time (ms)"),
+        size=alt.Size("total_ms:Q", title=f"time, {basis} (ms)"),
         color=alt.Color("kind:N", title="kind"),
         tooltip=tips,
     ).properties(width=width, height=height).interactive()  # zoom and pan
