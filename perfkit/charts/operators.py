@@ -140,8 +140,9 @@ def roofline_chart(frame: pd.DataFrame, peak_tflops: float | None = None,
         Points (``x = intensity``, ``y = achieved_tflops``, ``size`` the time per rank
         and step, ``per_step_us``, as the Operators tab's tables give it, or ``total_us``
         summed over ranks and steps where the frame has no per-step time, said in the
-        legend and tooltip; ``color = kind``) with the roof's two segments when known; with no point, the
-        reason in words (:func:`~perfkit.charts.base.nothing_to_draw`, the frame's note).
+        legend and tooltip; ``color = kind``) with the roof's two segments when known;
+        with no point, the reason in words (:func:`~perfkit.charts.base.nothing_to_draw`,
+        the frame's note).
     """
     require(frame, ("key", "kind", "intensity", "achieved_tflops", "total_us"),
              "roofline_chart")
