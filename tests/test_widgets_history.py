@@ -126,6 +126,8 @@ def test_breakdown_and_operator_charts_draw_the_comparison(case: Journal) -> Non
     cmp = case.compare("pipelined", "tuned")
     spec = C.journal_breakdown_chart(cmp.breakdown, cmp.base_label, cmp.new_label).to_dict()
     data = pd.DataFrame(spec["datasets"][spec["data"]["name"]])
+    # a walk: at 1366 px the ms axis printed "1,8002,000"; overlapping labels are dropped
+    assert spec["encoding"]["x"]["axis"] == {"labelOverlap": "greedy", "tickCount": 5}
     bubble = cmp.breakdown.set_index("part").loc["bubble_us"]
     got = data[data["part"] == "bubble"].set_index("run")["ms"]
     assert got["pipelined"] == pytest.approx(bubble["base_us"] / 1e3)

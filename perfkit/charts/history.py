@@ -99,7 +99,9 @@ def journal_breakdown_chart(frame: pd.DataFrame, base_label: str, new_label: str
     data = pd.DataFrame(rows, columns=["part", "run", "ms"])
     chart = alt.Chart(data).mark_bar().encode(
         y=alt.Y("run:N", sort=[str(base_label), str(new_label)], title=None),
-        x=alt.X("ms:Q", title="ms of the job's step (split over every rank and step)"),
+        # few ticks, overlapping labels dropped: "1,800" and "2,000" ran into "1,8002,000"
+        x=alt.X("ms:Q", title="ms of the job's step (split over every rank and step)",
+                axis=alt.Axis(tickCount=5, labelOverlap="greedy")),
         color=alt.Color("run:N", sort=[str(base_label), str(new_label)], title=None,
                         scale=alt.Scale(range=["#95a5a6", "#2e86c1"])),
         row=alt.Row("part:N", sort=list(_JOURNAL_PARTS.values()), title=None,
