@@ -138,3 +138,19 @@ def test_ai_cpu_tasks_of_the_step_recorded_in_part_are_counted_with_the_others()
     assert ("Operators on AI CPU type | example task | device time (µs, over the tasks "
             "recorded) | calls (over the tasks recorded)") in words
     assert f"| Cast | {cpu[0]['Name']} |" in words and "AI CPU tasks are left out" not in words
+
+
+@pytest.mark.shared_samples
+def test_a_profile_without_operators_shows_no_controls() -> None:
+    """A walk: the legacy cluster (no device task table: its ascend_cluster_analyse and
+    step trace files only) showed "No operators" under a group-by, a top-N slider and a
+    ranks picker that could change nothing; the Timeline and Memory tabs hide theirs."""
+    from shared_samples import sample
+
+    from perfkit.widgets import tab_panel
+
+    folder = sample("ascend/mindinsight-legacy/cluster_propose")
+    assert not list(folder.glob("*timeline_display*"))  # no device tasks to read
+    panel = tab_panel("Operators", str(folder))
+    assert panel.controls.layout.display == "none"
+    assert tab_panel("Operators", "sample:slow-rank").controls.layout.display == ""

@@ -192,6 +192,7 @@ class OperatorsTab(Tab):
         #: in full (:func:`perfkit.analysis.top_operators`, ``recorded_only=False``).
         self._partial = False
         super().__init__(ctx, [self.group, self.top_n, self.rank])
+        self.controls = self.children[0]  # hidden where the profile has no operator
         for widget in (self.group, self.top_n, self.rank):
             widget.observe(lambda _change: self.refresh(), names="value")
 
@@ -204,9 +205,13 @@ class OperatorsTab(Tab):
         scope = profile if shows_all(self.rank) else _one_rank(profile, rank)
         top = A.top_operators(scope, by=by, n=None)
         self._partial = False
+        self.controls.layout.display = ""
         if top.empty:  # no step recorded in full: the tasks recorded, as totals
             whole = A.top_operators(scope, by=by, n=None, recorded_only=False)
             if whole.empty:
+                # no operator at all (on the whole profile): no controls that do nothing
+                if scope is profile:
+                    self.controls.layout.display = "none"
                 return [html_widget(note(empty_operators_note(profile, top))),
                         *_loading(profile)]
             top, self._partial = whole, True
