@@ -105,3 +105,12 @@ def test_a_profile_without_memory_data_is_told_so_once(grammar) -> None:
         assert text.lower().count(again.lower()) == said.lower().count(again.lower()), again
     assert "no measured peak to compare with." in text  # the theory stays, without a why
     assert not grammar(said)
+
+
+def test_the_memory_tab_says_why_its_static_scheme() -> None:
+    """A walk: the Memory tab said "static, MindSpore scheme" on a PyTorch-format export
+    without why (a perfkit simulation made with it), where the Planner and Recompute
+    tabs say it."""
+    words = panel_words(tab_panel("Memory", "sample:llama2-13b-baseline-dp16"))
+    assert ("The MindSpore scheme: the profile is a perfkit simulation, and its memory "
+            "records were made with the MindSpore scheme.") in words

@@ -57,3 +57,4 @@ def test_the_ir_check_says_its_problems_in_words() -> None:
     assert "neighbour_not_recomputed" not in words and "not_marked" not in words
     assert r"Add 'feed_forward\.w1\.reshape' to select_recompute." in words
     assert "\\\\" not in words and "…" not in words
+

@@ -227,6 +227,9 @@ class MemoryTab(JobTab):
         # what static memory counts per parameter, in the run's type (an fp16
         # Megatron-LM run's fp16 gradient buffer and fp32 main gradients, ...)
         counts = f"Static memory counts {html.escape(memory.attrs['static_note'])}."
+        if memory.attrs["static_scheme"] == job.static_scheme:  # why this scheme, as the
+            # Planner says it (a simulated PyTorch export counted by MindSpore's scheme)
+            counts += f" The {scheme}: {html.escape(job.static_scheme_detail)}."
         return self._section("Measured against the theory of the job (most loaded device)",
                              _against_peak(job, theory, "theory", parts, guard, has_memory),
                              counts, guard, memory, "theory")
