@@ -32,3 +32,13 @@ def test_gaps_are_averaged_over_the_steps_only() -> None:
     assert findings["host_stalls"].ms_per_step == pytest.approx(584, abs=1)
     assert findings["host_bound"].ms_per_step == pytest.approx(
         in_steps["launch_gap_us"].mean() / 1e3, rel=1e-6)
+
+
+def test_an_amd_trace_is_told_of_matrix_cores_not_tensor_cores() -> None:
+    """The MI300X trace (its runtime calls are HIP's, read here in the raw trace): the
+    GEMM advice named NVIDIA's tensor cores; AMD calls its units matrix cores."""
+    trace = sample(KINETO_TRACES["tl_ddp_resnet18_mi300"])
+    assert any(str(e.get("name", "")).startswith("hip") for e in raw_events(trace)
+               if e.get("cat") == "cuda_runtime")
+    words = " ".join(f.recommendation for f in pk.advise(pk.load(trace, progress=False)))
+    assert "matrix cores" in words and "tensor cores" not in words

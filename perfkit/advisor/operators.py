@@ -27,7 +27,7 @@ from .context import Context
 from .finding import Finding, unmeasured
 from .finding import measured as _any_measured
 from .registry import rule
-from .words import clipped, fmt_time, pct, say
+from .words import clipped, fmt_time, pct, rocm_terms, say
 from .workload import axis_of
 
 __all__ = ["cut_task_lists", "unfused", "attention", "gemm", "elementwise", "ai_cpu",
@@ -225,10 +225,12 @@ def _gemm_advice_start(ctx: Context) -> str:
     cores, so mixed precision comes first (the ``fp32_matrix_work`` finding prices it)."""
     gpu = ctx.fw.startswith(("pytorch_gpu", "pytorch_rocm"))
     if gpu and axis_of(ctx, "precision")[0] == "fp32":
-        return ("These GEMMs run in fp32, which the tensor cores do not take: use mixed "
+        text = ("These GEMMs run in fp32, which the tensor cores do not take: use mixed "
                 "precision (torch.autocast) first, then pad the dimensions to multiples of "
                 "8 (64 is fastest), ")
-    return _GEMM_ADVICE_START[gpu]
+    else:
+        text = _GEMM_ADVICE_START[gpu]
+    return rocm_terms(text) if ctx.fw == "pytorch_rocm" else text
 
 
 @rule("operators", order=110, needs=("kernels|ops",), inputs=("hardware",),

@@ -36,6 +36,7 @@ _ROCM_TERMS = (
     (r"\bNCCL\b(?!_)", "RCCL"),  # RCCL keeps NCCL's environment variables (NCCL_DEBUG)
     (r"cudnn\.deterministic=False", "torch.backends.cudnn.deterministic=False (MIOpen)"),
     (r"GPU decoding \(DALI\)", "GPU decoding (rocAL)"),
+    (r"tensor cores", "matrix cores"),  # AMD's name for its MFMA units
 )
 
 
