@@ -1,10 +1,11 @@
-"""The advisor's gap findings are per profiled step: the tasks of no step are not a step.
+"""The advisor on the GPU traces users bring (a walk of them found both):
 
-A walk of the GPU traces: on TraceLens's MI300X DDP trace (5 training iterations, its 5
-host ``Optimizer.step#SGD.step`` annotations counted in the raw trace here) the
-long-gaps finding said 487 ms per step, the five steps' gaps over six rows — the sixth
-holding the one task launched outside every step. Its five steps hold 2,920.7 ms of gaps
-of 1 ms or more: 584 ms per step."""
+- gap findings are per profiled step: the tasks of no step are not a step. On TraceLens's
+  MI300X DDP trace (5 training iterations, its 5 host ``Optimizer.step#SGD.step``
+  annotations counted in the raw trace here) the long-gaps finding said 487 ms per step,
+  the five steps' gaps over six rows, the sixth holding the one task launched outside
+  every step; its five steps hold 2,920.7 ms of gaps of 1 ms or more: 584 ms per step;
+- advice on an AMD GPU says AMD's words (matrix cores, not tensor cores)."""
 
 from __future__ import annotations
 
