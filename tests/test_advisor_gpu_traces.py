@@ -43,3 +43,23 @@ def test_an_amd_trace_is_told_of_matrix_cores_not_tensor_cores() -> None:
                if e.get("cat") == "cuda_runtime")
     words = " ".join(f.recommendation for f in pk.advise(pk.load(trace, progress=False)))
     assert "matrix cores" in words and "tensor cores" not in words
+
+
+def test_batch_norm_is_priced_as_a_normalisation() -> None:
+    """The MI300X ResNet-18 trace: its largest operator, native_batch_norm_backward, had
+    no perf model (kind NA, no roofline). It is a normalisation over the channels now:
+    backward 2 × 7 FLOPs per element, and bytes the input, the output gradient and the
+    input gradient plus weight and weight gradient (perfkit.calc.op_cost.norm_cost),
+    checked here on one shape by hand."""
+    profile = pk.load(sample(KINETO_TRACES["tl_ddp_resnet18_mi300"]), progress=False)
+    eff = pk.analysis.operator_efficiency(profile)
+    rows = eff[eff["name"].astype(str).str.contains("batch_norm_backward")
+               & eff["input_shapes"].astype(str).str.startswith("512,64,56,56;512,64,56,56")]
+    assert len(rows) >= 1 and set(rows["kind"]) == {"norm"}
+    row = rows.iloc[0]
+    elements = 512 * 64 * 56 * 56
+    elem_bytes = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4}[
+        str(row["input_dtypes"]).split(";")[0]]
+    assert row["flops"] == pytest.approx(2 * 7 * elements)
+    assert row["bytes"] == pytest.approx(3 * elements * elem_bytes + 2 * 64 * 4 * 2)
+    assert row["bound"] == "memory" and 0 < row["efficiency"] < 1

@@ -29,9 +29,11 @@ Conventions (each one a parameter where it matters):
   backward (input and weight gradients) is twice that. Bytes: input, weight, output.
 * **Element-wise** (unary, binary, activations, casts, copies): ``flops_per_element``
   FLOPs (default 1) per output element; bytes: every tensor input plus the output.
-* **Normalisation** (RMSNorm, LayerNorm): forward ``flops_per_element`` per element (4 for
-  RMSNorm: square, sum, scale by the reciprocal root, multiply by the weight; 7 for
-  LayerNorm: mean, subtract, square, sum, scale, weight, bias), backward twice that.
+* **Normalisation** (RMSNorm, LayerNorm, BatchNorm): forward ``flops_per_element`` per
+  element (4 for RMSNorm: square, sum, scale by the reciprocal root, multiply by the
+  weight; 7 for LayerNorm: mean, subtract, square, sum, scale, weight, bias; 7 for a
+  training BatchNorm, the same steps with the statistics per channel instead of per row),
+  backward twice that.
   Bytes forward: input, weight, output; backward: input, output gradient, weight, input
   gradient, weight gradient.
 * **Reduction** (sum, mean, softmax, ...): one FLOP per input element (``flops_per_element``
@@ -53,7 +55,7 @@ __all__ = ["OpCost", "gemm_cost", "attention_cost", "conv_cost", "elementwise_co
 KINDS = ("gemm", "attention", "conv", "norm", "elementwise", "reduction")
 
 #: Forward FLOPs per element of the normalisations (see the module docstring).
-NORM_FLOPS_PER_ELEMENT = {"rms": 4.0, "layer": 7.0}
+NORM_FLOPS_PER_ELEMENT = {"rms": 4.0, "layer": 7.0, "batch": 7.0}
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,8 @@ def elementwise_cost(output_elements: int, input_bytes: float, output_bytes: flo
 def norm_cost(elements: int, hidden: int, elem_bytes: float = 2.0, kind: str = "rms",
               backward: bool = False, flops_per_element: float | None = None,
               weight_bytes: float = 4.0) -> OpCost:
-    """RMSNorm / LayerNorm over the last dimension ``hidden`` of ``elements`` elements.
+    """RMSNorm / LayerNorm over the last dimension ``hidden`` of ``elements`` elements
+    (BatchNorm: ``hidden`` the channels, its statistics per channel).
 
     Forward ``flops = elements · f`` (``f`` from :data:`NORM_FLOPS_PER_ELEMENT` unless
     given); backward ``2·elements·f``. Bytes forward: input and output
@@ -196,7 +199,7 @@ def norm_cost(elements: int, hidden: int, elem_bytes: float = 2.0, kind: str = "
     _check("hidden", hidden)
     f = NORM_FLOPS_PER_ELEMENT[kind] if flops_per_element is None else \
         _check("flops_per_element", flops_per_element)
-    params = hidden * weight_bytes * (2 if kind == "layer" else 1)
+    params = hidden * weight_bytes * (1 if kind == "rms" else 2)  # weight (and bias)
     if backward:
         return OpCost("norm", 2.0 * elements * f, 3.0 * elements * elem_bytes + 2 * params)
     return OpCost("norm", elements * f, 2.0 * elements * elem_bytes + params)

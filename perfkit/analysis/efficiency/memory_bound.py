@@ -43,17 +43,22 @@ def _in_bytes(call: Call) -> float:
 
 
 class NormModel(PerfModel):
-    """RMSNorm / LayerNorm, forward or backward."""
+    """RMSNorm / LayerNorm over the last dimension, BatchNorm over the channels (the
+    second dimension of NCHW), forward or backward."""
 
     kind = "norm"
-    pattern = r"rms_?norm|layer_?norm|^(aten::)?native_layer_norm"
+    pattern = r"rms_?norm|layer_?norm|^(aten::)?native_layer_norm|batch_?norm"
     priority = 2
 
     def cost(self, call: Call) -> Priced | None:
         main = _largest(call)
-        hidden = main[0][-1] if main[0] else 1
-        return oc.norm_cost(oc.numel(main[0]), hidden, main[1],
-                            "rms" if "rms" in call.label.lower() else "layer",
+        label = call.label.lower()
+        kind = "rms" if "rms" in label else "batch" if "batch" in label else "layer"
+        if kind == "batch":
+            hidden = main[0][1] if len(main[0]) > 1 else 1
+        else:
+            hidden = main[0][-1] if main[0] else 1
+        return oc.norm_cost(oc.numel(main[0]), hidden, main[1], kind,
                             is_backward(call.label)), ""
 
 
