@@ -401,3 +401,15 @@ def test_two_models_read_in_part_are_not_one_job(capsys) -> None:
     assert "not one job: the model differs (hidden_size 768 → 1024, num_attention_heads " \
            "12 → 16" in captured.out
     assert "are not one job" in captured.err
+
+
+@pytest.mark.slow  # two simulated runs compared: about 2 s or more on a busy machine
+def test_the_json_gives_the_threshold_and_the_band_apart(sims, capsys) -> None:
+    """A walk: ``verdict.threshold_pct`` held the band (the larger of the noise and the
+    threshold): with ``--threshold 1`` it said 4.08, the noise."""
+    assert cli.main(["compare", sims["base"], sims["again"], "--threshold", "1",
+                     "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert verdict["threshold_pct"] == 1.0
+    noise = verdict["noise_pct"] or 0.0
+    assert verdict["band_pct"] == pytest.approx(max(noise, 1.0))

@@ -104,6 +104,9 @@ class Verdict:
         Factor applied to B's step times (1 for equal work per step).
     method : str
     assumptions : list of str
+    threshold_given_pct : float
+        The threshold itself (given, or :data:`DEFAULT_THRESHOLD_PCT`), which
+        ``threshold_pct`` widens to the noise.
     """
 
     word: str
@@ -114,6 +117,7 @@ class Verdict:
     work_scale: float
     method: str
     assumptions: list[str] = field(default_factory=list)
+    threshold_given_pct: float = DEFAULT_THRESHOLD_PCT
 
     def gate_failed(self, pct: float | None) -> bool:
         """Whether B is slower than A by more than ``pct`` % and more than the noise
@@ -161,7 +165,8 @@ def step_verdict(a_steps_ms: Sequence[float] | np.ndarray,
     if a.size == 0 or b.size == 0:
         return Verdict("no change", math.nan, None, fallback, basis, work_scale,
                        "no step time on one side: nothing to compare",
-                       [*assumptions, "a run without a step time cannot be judged"])
+                       [*assumptions, "a run without a step time cannot be judged"],
+                       fallback)
     ma, mb = float(np.median(a)), float(np.median(b))
     change = 100.0 * (mb / ma - 1.0)
     se_a, se_b = median_standard_error(a), median_standard_error(b)
@@ -184,7 +189,8 @@ def step_verdict(a_steps_ms: Sequence[float] | np.ndarray,
         assumptions.append(f"the run-to-run noise is under {fallback:g} % of the step (not "
                            "measured: record several steps to measure it)")
     word = "no change" if abs(change) <= band else ("slower" if change > 0 else "faster")
-    return Verdict(word, change, noise, band, basis, work_scale, method, assumptions)
+    return Verdict(word, change, noise, band, basis, work_scale, method, assumptions,
+                   fallback)
 
 
 def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:

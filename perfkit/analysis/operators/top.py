@@ -82,7 +82,8 @@ def top_operators(profile: Any, by: str = "type", n: int | None = 20,
     -------
     DataFrame
         :data:`TOP_COLUMNS`: ``key`` (the group label), ``type``/``name``/``input_shapes``
-        (the grouping values; the most common value of the others), ``core``, ``category``,
+        (the grouping values; of the others, the first task's in the table's order: an
+        example, not the most common), ``core``, ``category``,
         ``count``, ``total_us`` (both summed over every rank and step in scope),
         ``mean_us``, ``max_us``, ``min_us`` (per call), ``share`` (of the device time in
         scope), ``per_step_us`` and ``calls_per_step`` (per rank and step: the total and
