@@ -40,6 +40,9 @@ KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
     ("attention", r"flashattention|flash_?attn|flash_fwd|flash_bwd|fmha|attention|"
                   r"scaled_dot_product|sdpa"),
     ("embedding", r"embedding|gather|index_select|indexselect|scatter"),
+    # a transpose a GEMM library ships (DeepSeek's dpsk::grouped_gemm::cuda::utils::
+    # transpose<...>) moves data: its function's name decides, not its namespace's "gemm"
+    ("copy", r"::(?:transpose|permute)(?:_kernel)?$"),
     # GEMMs and convolutions: cuBLAS (nvjet, gemv), hipBLASLt / Tensile (Cijk_), cuDNN
     # (scudnn, winograd, wgrad / dgrad engines, im2col)
     ("matmul", r"matmul|(?<!fb)gemm|gemv|bmm|cutlass|xmma|cublas|nvjet|^cijk_|scudnn|"

@@ -171,3 +171,17 @@ def test_nocast_and_without_cast_are_not_casts() -> None:
         "at::native::memory::StoreWithCast<1> >(int)"])
     cls = kernel_class(names, pd.Series("kernel", index=names.index)).tolist()
     assert cls == ["elementwise", "elementwise", "cast"]
+
+
+@pytest.mark.shared_samples
+def test_a_gemm_librarys_transpose_is_a_copy() -> None:
+    """DeepSeek's trace: ``dpsk::grouped_gemm::cuda::utils::transpose<...>`` (64 calls)
+    was classed matmul by its namespace's "gemm"; the function's own name decides. Its
+    grouped GEMM kernels (the same namespace) stay matmul."""
+    names = pd.Series(sorted({n for n, _ in _raw_kernels("wild/ds_train")
+                              if "grouped_gemm" in n}))
+    cls = kernel_class(names, pd.Series("kernel", index=names.index))
+    transpose = names.str.contains(r"::transpose<", regex=True)
+    assert transpose.any() and (~transpose).any()
+    assert set(cls[transpose]) == {"copy"}
+    assert set(cls[~transpose]) == {"matmul"}
