@@ -572,3 +572,17 @@ def test_names_joined_by_commas_are_split_outside_brackets_only():
     assert len(split_top_level(joined)) == 3
     assert top_level(vllm) == "std::enable_if::type vllm::fused_add_rms_norm_kernel"
     assert kernel_names(joined) == "Memcpy DtoD, fused_add_rms_norm_kernel, k"
+
+
+@pytest.mark.slow  # two 16- and 4-rank samples drawn: about 3 s
+def test_the_default_slowest_rank_does_not_contradict_the_slow_rank_check():
+    """A walk: the Timeline drew "the slowest (13)" where the Overview says no rank is
+    slower than its peers: 13 has the longest median step, within the others' noise. The
+    note now says so; on the slow-rank sample, which has one, it names its phase."""
+    calm = pk.analysis.timeline(pk.load("sample:llama2-13b-baseline-dp16", progress=False))
+    (note,) = calm.attrs["notes"][:1]
+    assert ("by median step time; no rank is slower than its peers beyond their "
+            "step-to-step noise") in note
+    slow = pk.analysis.timeline(pk.load("sample:slow-rank", progress=False))
+    said = " ".join(slow.attrs["notes"])
+    assert "slower than its peers in" in said and "beyond their step-to-step noise" not in said

@@ -53,8 +53,12 @@ def default_ranks(profile: Any, have: list[Any], known: pd.DataFrame, wanted: li
                                                 "step time" if fastest is not None else ""))
         elif slowest is not None:
             chosen = [slowest] if slowest == fastest else [slowest, fastest]
+            # among 3 ranks or more, slow_ranks found none: the Overview says no rank is
+            # slower than its peers, and this "slowest" must not read as a contradiction
+            within = ("; no rank is slower than its peers beyond their step-to-step noise"
+                      if timed >= 3 else "")
             reasons.append(f"ranks: the slowest ({slowest}) and the fastest ({fastest}) by "
-                           "median step time" if slowest != fastest else
+                           f"median step time{within}" if slowest != fastest else
                            f"rank {slowest}: the only rank" if len(have) == 1 else
                            f"rank {slowest}: the only rank with step times "
                            f"({counted(len(have) - 1, 'other rank')} without)"
