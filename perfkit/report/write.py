@@ -17,6 +17,7 @@ from ..bundled_samples import is_sample_spec, path_not_found, resolve_sample
 from .execute import DEFAULT_TIMEOUT_S, execute_notebook
 from .notebooks import (
     DEFAULT_NOTEBOOK,
+    NOTEBOOK_DIR,
     ReportError,
     inject_parameters,
     locate_notebook,
@@ -63,9 +64,15 @@ def _checked_notes(path: Path, progress: bool, run: int | str | None = None) -> 
     return every_note(load(path, progress=progress, run=run))
 
 
-#: Which notebooks read a parameter the command line sets, for the error that names them.
-_TAKEN_BY = {"CONFIG": "00, 01, 05, 06, 09 and 10 read --config",
-             "IR_DUMP": "06 (recompute) and 09 (exercises) read --ir"}
+def _takers(name: str) -> str:
+    """The guided notebooks whose ``parameters`` cell sets ``name``, in words, read off
+    the notebooks themselves (for the error that refuses a parameter to another)."""
+    import nbformat
+
+    found = [p.stem for p in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
+             if takes_parameter(nbformat.read(p, as_version=4), name)]
+    return (f"{', '.join(found)} take{'s' if len(found) == 1 else ''} it" if found
+            else "no guided notebook takes it")
 
 
 def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
@@ -133,8 +140,8 @@ def write_report(profile: str | os.PathLike[str], out: str | os.PathLike[str],
     unread = [name for name in (params or {}) if not takes_parameter(nb, name)]
     if unread:  # injected, it would never be read: the page would not be what was asked
         raise ReportError(f"{source.name} has no {' nor '.join(unread)} parameter, so it "
-                          "would not read what was given for it: "
-                          + _TAKEN_BY.get(unread[0], "run another notebook"))
+                          f"would not read what was given for it ({unread[0]}: "
+                          f"{_takers(unread[0])})")
     notes = _checked_notes(path, progress, run)  # a profile that cannot be read: no kernel
     values = {**(params or {}), "PROFILE": str(path)}
     if run is not None:
