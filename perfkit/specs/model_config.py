@@ -24,7 +24,7 @@ from .._values import (
 from ..errors import ConfigFileError
 from .ffn import mindformers_ffn_hidden_size
 
-__all__ = ["hf_config_kwargs", "mindformers_kwargs"]
+__all__ = ["hf_config_kwargs", "mindformers_kwargs", "MINDFORMERS_KEYS"]
 
 
 def hf_config_kwargs(config: Mapping[str, Any] | str | Path, seq_length: int | None = None
@@ -92,6 +92,19 @@ def hf_config_kwargs(config: Mapping[str, Any] | str | Path, seq_length: int | N
     return kwargs, source, (seq_length if context_as_seq else None)
 
 
+#: The ``model_config`` keys read for each ModelSpec field, in the order they are tried
+#: (:func:`mindformers_kwargs`; a YAML error names the line of the first one present).
+MINDFORMERS_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_layers", "num_hidden_layers"),
+    "hidden_size": ("hidden_size",),
+    "num_attention_heads": ("num_heads", "num_attention_heads"),
+    "num_kv_heads": ("n_kv_heads", "num_query_groups", "num_key_value_heads"),
+    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size"),
+    "vocab_size": ("vocab_size",),
+    "seq_length": ("seq_length",),
+}
+
+
 def mindformers_kwargs(path: str | Path | Mapping[str, Any], seq_length: int | None = None
                        ) -> tuple[dict[str, Any], str]:
     """ModelSpec keywords from a MindFormers YAML (``model: model_config:``) or its dict.
@@ -116,15 +129,16 @@ def mindformers_kwargs(path: str | Path | Mapping[str, Any], seq_length: int | N
             raise ConfigFileError(source, f"model_config lacks {' / '.join(keys)}")
         return default
 
+    keys = MINDFORMERS_KEYS
     mtype = str(pick("type", default=""))
-    hidden = parse_whole(pick("hidden_size", required=True), "hidden_size", source)
+    hidden = parse_whole(pick(*keys["hidden_size"], required=True), "hidden_size", source)
     gpt = "gpt" in mtype.lower()
     if gpt:
-        ffn = pick("intermediate_size", "ffn_hidden_size",
+        ffn = pick(*keys["ffn_hidden_size"],
                    default=parse_whole(pick("expand_ratio", default=4), "expand_ratio",
                                        source) * hidden)
     else:
-        explicit = pick("intermediate_size", "ffn_hidden_size")
+        explicit = pick(*keys["ffn_hidden_size"])
         multiplier = pick("ffn_dim_multiplier")
         ffn = mindformers_ffn_hidden_size(
             hidden, parse_whole(pick("multiple_of", default=256), "multiple_of", source),
@@ -132,7 +146,7 @@ def mindformers_kwargs(path: str | Path | Mapping[str, Any], seq_length: int | N
                                                          source),
             None if explicit is None else parse_whole(explicit, "intermediate_size",
                                                       source))
-    groups = pick("n_kv_heads", "num_query_groups", "num_key_value_heads")
+    groups = pick(*keys["num_kv_heads"])
     if mc.get("num_query_groups") is not None and not parse_bool(
             mc.get("group_query_attention", True), "group_query_attention", source):
         groups = None
@@ -140,12 +154,12 @@ def mindformers_kwargs(path: str | Path | Mapping[str, Any], seq_length: int | N
     experts = moe.get("expert_num") or pick("num_experts", "num_moe_experts", default=1)
     top_k = moe.get("num_experts_chosen") or pick("moe_router_topk", default=1)
     kwargs = {
-        "num_layers": pick("num_layers", "num_hidden_layers", required=True),
+        "num_layers": pick(*keys["num_layers"], required=True),
         "hidden_size": hidden,
-        "num_attention_heads": pick("num_heads", "num_attention_heads", required=True),
+        "num_attention_heads": pick(*keys["num_attention_heads"], required=True),
         "num_kv_heads": groups,
-        "seq_length": seq_length or pick("seq_length", required=True),
-        "vocab_size": pick("vocab_size", required=True),
+        "seq_length": seq_length or pick(*keys["seq_length"], required=True),
+        "vocab_size": pick(*keys["vocab_size"], required=True),
         "ffn_hidden_size": ffn,
         "mlp": "gpt" if gpt else "gated",
         "tied_embeddings": parse_bool(pick("tie_word_embeddings",

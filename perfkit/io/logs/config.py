@@ -17,6 +17,7 @@ from ..._values import MAX_WHOLE, parse_bool, read_config_text
 from ...errors import ConfigFileError, InvalidArgumentError, boundary
 from ...format import share_text
 from ...specs import ModelSpec, ParallelConfig
+from ...specs.model_config import MINDFORMERS_KEYS
 
 __all__ = ["read_mindformers_config", "read_rank_table", "parse_memory_size", "PROFILE_KEYS"]
 
@@ -99,28 +100,13 @@ class _Doc:
         return value
 
 
-#: The ``model_config`` keys :func:`perfkit.specs.model_config.mindformers_kwargs` reads
-#: for each ModelSpec field (the first one the YAML has is its line).
-_MODEL_KEYS = {
-    "num_layers": ("num_layers", "num_hidden_layers"),
-    "hidden_size": ("hidden_size",),
-    "num_attention_heads": ("num_heads", "num_attention_heads"),
-    "num_kv_heads": ("n_kv_heads", "num_query_groups", "num_key_value_heads"),
-    "ffn_hidden_size": ("intermediate_size", "ffn_hidden_size"),
-    "intermediate_size": ("intermediate_size", "ffn_hidden_size"),
-    "vocab_size": ("vocab_size",),
-    "seq_length": ("seq_length",),
-    "head_dim": ("head_dim",),
-}
-
-
 def _model_key(doc: _Doc, problem: str) -> tuple[str, ...]:
     """The ``model_config`` key a model error names (``num_attention_heads: must divide
     ...`` is ``num_heads``'s line), else the section itself."""
     section = ("model", "model_config")
     named = re.findall(r"\b([a-z_]+): ", problem)
-    for field in named:
-        for key in _MODEL_KEYS.get(field, (field,)):
+    for field in named:  # a field's keys, or the key itself (intermediate_size, head_dim)
+        for key in MINDFORMERS_KEYS.get(field, (field,)):
             if (*section, key) in doc.lines:
                 return (*section, key)
     return section
