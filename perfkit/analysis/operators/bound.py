@@ -80,9 +80,8 @@ def _pmu_columns(columns: Any) -> tuple[list[str], list[str]]:
 def _bound_weights(kernels: pd.DataFrame) -> pd.DataFrame:
     """Tasks in scope with PMU ratios: ``_type``, ``dur_us``, duration-weighted ratios."""
     k = _scope(kernels, include_communication=False)
-    compute_cols, memory_cols = _pmu_columns(k.columns)
-    k = k.assign(_c=k[compute_cols].astype("float64").max(axis=1),
-                 _m=k[memory_cols].astype("float64").max(axis=1))
+    c, m = pipe_ratios(k)  # the per-task ratios every verdict of this module reads
+    k = k.assign(_c=c, _m=m)
     k = k[k["_c"].notna() & k["_m"].notna()]
     k = k.assign(_cw=k["_c"] * k["dur_us"], _mw=k["_m"] * k["dur_us"],
                  _type=k["type"].fillna(k["name"]))
