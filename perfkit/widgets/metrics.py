@@ -135,7 +135,9 @@ class MetricsPanel(W.VBox):
             "dtype": W.Dropdown(options=_peak_types(hardware), value=values["dtype"],
                                 description="precision (MFU peak)", style=style,
                                 layout=layout),
-            "step_time_s": W.BoundedFloatText(value=values["step_time_s"], min=1e-3, max=1e5,
+            # Seven figures: a measured step's full float (1.215988953671) reads as noise.
+            "step_time_s": W.BoundedFloatText(value=float(f"{values['step_time_s']:.7g}"),
+                                              min=1e-3, max=1e5,
                                               step=0.1, description="step time (s)",
                                               style=style, layout=layout),
             "dp": int_box("dp", "data parallel (dp)"),
