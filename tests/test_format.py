@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfkit.errors import PerfkitError
 from perfkit.format import (
     bytes_text,
     count_text,
@@ -306,3 +307,27 @@ def test_a_list_in_a_text_column_is_written_not_taken_for_missing() -> None:
                           "recompute_layers": [None, [1, 0], np.array([2, 3])]})
     text = table(frame).text
     assert text["recompute layers"].tolist() == ["–", "[1, 0]", "[2, 3]"]
+
+
+def test_table_keeps_the_rows_after_max_rows_folded_and_says_what_is_beyond() -> None:
+    """A truncated table had no way to see its rest: the next rows come in the same table
+    (same columns), in a ``tbody`` shown by a label that ticks a checkbox (no script), and
+    the rows beyond are still counted."""
+    frame = pd.DataFrame({"a": range(30)})
+    html = table(frame, max_rows=5, folded_rows=10).html()
+    shown, folded = html.split("<tbody class='pk-folded'>", 1)
+    assert shown.count("<tr") == 6  # header + the first 5 rows
+    folded, after = folded.split("</tbody>", 1)
+    assert folded.count("<tr") == 10 and ">5<" in folded and ">14<" in folded
+    assert ">15<" not in html
+    box = re.search(r"<input type='checkbox' class='pk-unfold' id='([\w-]+)'>", html)
+    assert box and f"<label class='pk-more' for='{box[1]}'>" in after
+    assert "show 10 more rows" in after and "15 more rows not shown" in after
+    everything = table(frame, max_rows=5, folded_rows=100).html()
+    assert "show 25 more rows" in everything and "not shown" not in everything
+    assert everything.count("<tr") == 1 + 30
+    other = re.search(r"id='([\w-]+)'", everything)[1]
+    assert other != box[1]  # two tables on one page unfold apart
+    assert "pk-unfold" not in table(frame, max_rows=30, folded_rows=100).html()
+    with pytest.raises(PerfkitError, match="folded_rows"):
+        table(frame, folded_rows=-1)

@@ -430,7 +430,7 @@ def test_describe_error_and_frame_html() -> None:
     text = describe_error(KeyError("k"), "the Memory tab")
     assert "KeyError" in text and "perfkit bug" in text
     frame = pd.DataFrame({"a": range(30), "b": ["<x>"] * 30})
-    markup = frame_html(frame, "cap", max_rows=5)
+    markup = frame_html(frame, "cap", max_rows=5, folded_rows=0)
     assert markup.count("<tr") == 6 and "25 more rows" in markup and "&lt;x&gt;" in markup
     assert "nothing in this profile" in frame_html(frame.head(0), "cap")
 

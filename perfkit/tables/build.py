@@ -39,7 +39,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
           caption: str | None = None, scope: Mapping[str, str] | None = None,
           headers: Mapping[str, str] | None = None, units: Mapping[str, str] | None = None,
           shorten_text: Mapping[str, int] | int | None = 48, max_rows: int | None = 20,
-          hot: Iterable[bool] | None = None, wrap: Sequence[str] = ()) -> Table:
+          folded_rows: int = 0, hot: Iterable[bool] | None = None,
+          wrap: Sequence[str] = ()) -> Table:
     """``frame`` written for people: one unit per column, stated in the header.
 
     A time or size column with a value a thousand times too small for the unit that fits
@@ -69,7 +70,10 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
         Longest text cell (characters) before it is shortened (the whole text stays in the
         cell's tooltip); a mapping per column; None keeps every text whole.
     max_rows : int, optional
-        Rows kept (the first ones); the table says how many were left out.
+        Rows shown (the first ones); the table says how many were left out.
+    folded_rows : int
+        Rows after ``max_rows`` kept folded: the HTML shows them when the reader opens
+        "N more rows" (no script: a ``<details>`` element). Default 0: left out.
     hot : iterable of bool, optional
         Rows to highlight.
     wrap : sequence of str
@@ -107,7 +111,10 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
             inside = ", ".join(x for x in (col.unit, scope.get(name)) if x)
             col = Column(name, _with_bracket(headers[name], inside), col.kind, col.unit)
         cols.append(col)
-    shown = frame if max_rows is None else frame.head(max_rows)
+    if folded_rows < 0:
+        raise InvalidArgumentError("folded_rows", "must be 0 or more", folded_rows)
+    shown = frame if max_rows is None else frame.head(max_rows + folded_rows)
+    folded = 0 if max_rows is None else max(0, len(shown) - max_rows)
     cols = [_in_own_units(c, [_cell(v, c) for v in shown[c.name]]) for c in cols]
     full = pd.DataFrame({c.header: [_cell(v, c) for v in shown[c.name]] for c in cols},
                         index=range(len(shown)))
@@ -120,7 +127,8 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
             text[c.header] = [shorten(v, limit) for v in full[c.header]]
     flags = list(hot) if hot is not None else []
     flags = (flags + [False] * len(shown))[: len(shown)]
-    hidden = 0 if max_rows is None else max(0, len(frame) - max_rows)
+    hidden = len(frame) - len(shown)
     warnings = tuple(str(w) for w in frame.attrs.get("warnings", ()))
     notes = tuple(str(n) for n in frame.attrs.get("notes", ()) if str(n).strip())
-    return Table(text, full, cols, caption, hidden, flags, tuple(wrap), warnings, notes)
+    return Table(text, full, cols, caption, hidden, flags, tuple(wrap), warnings, notes,
+                 folded)

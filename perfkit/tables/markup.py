@@ -2,12 +2,15 @@
 
 The HTML escapes all text, right-aligns numbers and left-aligns text; a shortened cell
 carries its whole text in its ``title`` (the browser's tooltip). :data:`TABLE_CSS` is the
-one ``<style>`` element these tables use.
+one ``<style>`` element these tables use. Folded rows sit in the same table (same column
+widths), shown by a label that ticks a hidden checkbox: no script, so the dashboard, a
+notebook and a saved report page behave alike.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -16,6 +19,9 @@ from ..format import WARNING_MARK
 from .columns import Column
 
 __all__ = ["TABLE_CSS", "Table", "table_html"]
+
+#: Ids of the checkboxes that unfold tables: unique within a page.
+_UNFOLD_IDS = itertools.count(1)
 
 
 #: Style of :func:`table_html` tables (one ``<style>`` element; class ``pk-table``).
@@ -33,6 +39,11 @@ TABLE_CSS = (
     ".pk-table td.pk-wrap{white-space:normal;min-width:16em;max-width:38em}"
     ".pk-table tr.pk-hot td{background:#fdf2e9}"
     ".pk-table .pk-more{color:#555;font-size:12px;margin:2px 0}"
+    ".pk-table .pk-unfold,.pk-table tbody.pk-folded{display:none}"
+    ".pk-table .pk-unfold:checked~table tbody.pk-folded{display:table-row-group}"
+    ".pk-table label.pk-more{cursor:pointer;color:#1a5fb4;display:inline-block}"
+    ".pk-table .pk-unfold:checked~label .pk-open,"
+    ".pk-table .pk-unfold:not(:checked)~label .pk-close{display:none}"
     ".pk-warn{color:#8a6d3b;background:#fcf8e3;border:1px solid #faebcc;padding:4px 8px;"
     "border-radius:4px;font-size:12px;margin:4px 0}"
     "</style>")
@@ -51,7 +62,7 @@ class Table:
     columns : list of Column
     caption : str or None
     hidden_rows : int
-        Rows of the frame left out by ``max_rows``.
+        Rows of the frame left out (after ``max_rows`` and ``folded_rows``).
     hot : list of bool
         Rows to highlight (e.g. the worst rank), one per row of ``text``.
     warnings : tuple of str
@@ -60,6 +71,9 @@ class Table:
     notes : tuple of str
         What the analysis says about the frame (``frame.attrs["notes"]``): an empty table
         says the first one, so that "nothing" comes with its reason.
+    folded_rows : int
+        The last rows of ``text``, shown folded under "N more rows" (``folded_rows`` of
+        :func:`~perfkit.tables.table`).
     """
 
     text: pd.DataFrame
@@ -71,6 +85,7 @@ class Table:
     wrap: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    folded_rows: int = 0
 
     def html(self) -> str:
         """The table as HTML (text escaped; a shortened cell carries its whole text in
@@ -115,9 +130,19 @@ def table_html(tab: Table) -> str:
             cells.append(f"<td{cls(h)}{title}>{html.escape(shown)}</td>")
         hot = " class='pk-hot'" if tab.hot and tab.hot[i] else ""
         rows.append(f"<tr{hot}>{''.join(cells)}</tr>")
+    cut = len(rows) - tab.folded_rows
+    box = label = folded = ""
+    if tab.folded_rows:
+        box_id = f"pk-unfold-{next(_UNFOLD_IDS)}"
+        box = f"<input type='checkbox' class='pk-unfold' id='{box_id}'>"
+        folded = f"<tbody class='pk-folded'>{''.join(rows[cut:])}</tbody>"
+        rows_word = "row" if tab.folded_rows == 1 else "rows"
+        label = (f"<label class='pk-more' for='{box_id}'><span class='pk-open'>▸ show "
+                 f"{tab.folded_rows:,} more {rows_word}</span><span class='pk-close'>▾ show "
+                 f"the first {cut:,} only</span></label>")
     more = (f"<p class='pk-more'>{tab.hidden_rows:,} more rows not shown.</p>"
             if tab.hidden_rows else "")
     flagged = "".join(f"<p class='pk-warn'>{WARNING_MARK} {html.escape(w)}</p>"
                       for w in tab.warnings)
-    return (f"{flagged}<div class='pk-table'><table>{caption}<thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>{more}</div>")
+    return (f"{flagged}<div class='pk-table'>{box}<table>{caption}<thead><tr>{head}</tr>"
+            f"</thead><tbody>{''.join(rows[:cut])}</tbody>{folded}</table>{label}{more}</div>")

@@ -17,7 +17,12 @@ from ..tables import TABLE_CSS, table
 from .load_notes import plain_words
 from .metrics import _TABLE_STYLE
 
-__all__ = ["STYLE", "describe_error", "frame_html", "note", "error", "warning_html"]
+__all__ = ["STYLE", "FOLDED_ROWS", "describe_error", "frame_html", "note", "error",
+           "warning_html"]
+
+#: Rows a page's table keeps folded after its first ``max_rows`` (opened by the reader):
+#: enough for every operator type of a rank, few enough to keep a page light.
+FOLDED_ROWS = 200
 
 #: Style of every dashboard page part (tables, notes, messages).
 STYLE = _TABLE_STYLE + TABLE_CSS + (
@@ -65,7 +70,7 @@ def describe_error(exc: BaseException, doing: str, subject: str | None = None) -
 
 
 def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 20,
-               columns: Sequence[str] | None = None, scope: Mapping[str, str] | None = None,
+               folded_rows: int = FOLDED_ROWS, columns: Sequence[str] | None = None, scope: Mapping[str, str] | None = None,
                headers: Mapping[str, str] | None = None, hot: Sequence[bool] | None = None,
                wrap: Sequence[str] = (), **kwargs: Any) -> str:
     """A table of ``frame`` for people (text escaped), or a note when it is empty.
@@ -78,7 +83,10 @@ def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 
     caption : str, optional
         Shown above the table.
     max_rows : int
-        Rows kept (the first ones); a note says how many were left out.
+        Rows shown (the first ones).
+    folded_rows : int
+        Rows after those, shown when the reader opens "N more rows" (default
+        :data:`FOLDED_ROWS`); a note says how many are left out beyond.
     columns, scope, headers, hot, wrap
         As for :func:`perfkit.tables.table`.
     **kwargs
@@ -97,7 +105,7 @@ def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 
         frame.attrs = {**frame.attrs,
                        "notes": [plain_words(str(n)) for n in frame.attrs["notes"]]}
     return table(frame, columns, caption=caption, scope=scope, headers=headers,
-                 max_rows=max_rows, hot=hot, wrap=wrap, **kwargs).html()
+                 max_rows=max_rows, folded_rows=folded_rows, hot=hot, wrap=wrap, **kwargs).html()
 
 
 def note(text: str) -> str:
