@@ -10,7 +10,6 @@ the facts they rely on against the raw file.
 from __future__ import annotations
 
 import dataclasses
-
 import gzip
 import html
 import json

@@ -70,7 +70,8 @@ def describe_error(exc: BaseException, doing: str, subject: str | None = None) -
 
 
 def frame_html(frame: pd.DataFrame, caption: str | None = None, max_rows: int = 20,
-               folded_rows: int = FOLDED_ROWS, columns: Sequence[str] | None = None, scope: Mapping[str, str] | None = None,
+               folded_rows: int = FOLDED_ROWS, columns: Sequence[str] | None = None,
+               scope: Mapping[str, str] | None = None,
                headers: Mapping[str, str] | None = None, hot: Sequence[bool] | None = None,
                wrap: Sequence[str] = (), **kwargs: Any) -> str:
     """A table of ``frame`` for people (text escaped), or a note when it is empty.
