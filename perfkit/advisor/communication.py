@@ -15,6 +15,7 @@ from .._stats import median
 from ..analysis import communication as _comm
 from ..analysis._frames import collect
 from ..analysis._util import has_values, table
+from ..analysis.link_nominal import LATENCY_BOUND_BYTES
 from ..format import counted, number_text
 from .context import Context
 from .finding import Finding, measured
@@ -216,11 +217,16 @@ def exposed_comm(ctx: Context) -> list[Finding]:
     details = ""
     if ctx.hardware is not None:
         bw = ctx.get("bw", lambda: _comm.comm_bandwidth_summary(ctx.profile, ctx.hardware))
-        low = bw[bw["efficiency"] < 0.3] if not bw.empty else bw
+        # operators of under 1 MB on average are latency-bound: their rate says nothing
+        # of the link (slow_links' min_bytes)
+        low = bw[(bw["efficiency"] < 0.3) & (bw["size_bytes"] >= LATENCY_BOUND_BYTES
+                                             * bw["ops"])] if not bw.empty else bw
         for r in low.itertuples():
+            of = ("" if pd.isna(r.nominal_of) or r.nominal_of == "per device"
+                  else f" ({r.nominal_of})")
             ev += (f"; {r.transport} reaches {number_text(r.bandwidth_gbps, unit='GB/s')}, "
                    f"{pct(r.efficiency)} of its nominal "
-                   f"{number_text(r.nominal_gbps, unit='GB/s')}")
+                   f"{number_text(r.nominal_gbps, unit='GB/s')}{of}")
             details += f"low {r.transport} efficiency {r.efficiency:.3f}; "
     if not cs.empty and str(cs.iloc[0]["op_type"]) == "alltoall" and \
             ctx.fw.startswith("pytorch_"):

@@ -21,19 +21,12 @@ from .._text_dtype import TEXT
 from ._frames import aggregate, any_values, collect, compute_all, is_lazy, transform, with_position
 from ._util import add_note, empty_frame, has_values, robust_z, table, typed
 from .collectives import comm_op_type
+from .link_nominal import LATENCY_BOUND_BYTES, NOMINAL_TRANSPORT, transport_nominal
 from .recorded import RECORDED, recorded_steps_text
 from .steps import exposed_comm_us, step_breakdown, step_wall_us
 
 __all__ = ["comm_op_type", "comm_summary", "comm_tasks", "comm_bandwidth_summary", "slow_links",
            "comm_overlap", "NOMINAL_TRANSPORT", "COMM_SUMMARY_COLUMNS", "SLOW_LINK_COLUMNS"]
-
-#: Which Hardware field is the nominal bandwidth of a transport. PCIe is not the
-#: intra-node fabric (HCCS, NVLink) and has no field of its own: it gets no nominal, rather
-#: than the fabric's (a PCIe copy at 14 GB/s is not "7 % of HCCS").
-NOMINAL_TRANSPORT = {"HCCS": "intra_node_bandwidth", "SIO": "intra_node_bandwidth",
-                     "PCIE": "pcie_bandwidth", "NVLINK": "intra_node_bandwidth",
-                     "RDMA": "inter_node_bandwidth", "ROCE": "inter_node_bandwidth",
-                     "IB": "inter_node_bandwidth"}
 
 COMM_SUMMARY_COLUMNS: dict[str, str | pd.StringDtype] = {
     "op_type": TEXT, "group": TEXT, "count": "int64", "total_us": "float64",
@@ -212,12 +205,15 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
         Per ``transport``: ``ops``, ``size_bytes``, ``transit_us``, ``bandwidth_gbps``
         (= total bytes / total transit time, GB/s = 10^9 B/s), ``median_op_gbps`` and
         ``min_op_gbps`` over operators, ``nominal_gbps`` and ``efficiency`` (achieved /
-        nominal; NA without ``hardware``). Transports with no bytes and LOCAL copies are
-        left out.
+        nominal; NA without ``hardware``) and ``nominal_of`` (what the nominal is the
+        bandwidth of: ``"one of 7 HCCS links"`` in a full-mesh node, whose transit time
+        is one link's, or ``"per device"``; :func:`~perfkit.analysis.link_nominal.
+        transport_nominal`). Transports with no bytes and LOCAL copies are left out.
     """
     cols = {"transport": TEXT, "ops": "int64", "size_bytes": "float64",
             "transit_us": "float64", "bandwidth_gbps": "float64", "median_op_gbps": "float64",
-            "min_op_gbps": "float64", "nominal_gbps": "float64", "efficiency": "float64"}
+            "min_op_gbps": "float64", "nominal_gbps": "float64", "efficiency": "float64",
+            "nominal_of": TEXT}
     b = table(profile, "comm_bandwidth")
     if is_lazy(b):  # only the rows of operators that moved data leave the workers
         b = collect(b, ["transport", "size_bytes", "transit_us"], where=_moved) \
@@ -235,20 +231,17 @@ def comm_bandwidth_summary(profile: Any, hardware: Any = None) -> pd.DataFrame:
                         "median_op_gbps": g["_op_gbps"].median(),
                         "min_op_gbps": g["_op_gbps"].min()}).reset_index()
     out["bandwidth_gbps"] = out["size_bytes"] / out["transit_us"] / 1e3
-    if hardware is not None:
-        field = out["transport"].map(NOMINAL_TRANSPORT)
-        out["nominal_gbps"] = field.map(
-            lambda f: getattr(hardware, f) / 1e9 if isinstance(f, str) and
-            isinstance(getattr(hardware, f, None), (int, float)) else np.nan)
-    else:
-        out["nominal_gbps"] = np.nan
+    nominal = [transport_nominal(hardware, t) if hardware is not None else (np.nan, "")
+               for t in out["transport"]]
+    out["nominal_gbps"] = [gbps for gbps, _ in nominal]
+    out["nominal_of"] = [of or pd.NA for _, of in nominal]
     out["efficiency"] = out["bandwidth_gbps"] / out["nominal_gbps"]
     out = out.sort_values("size_bytes", ascending=False)
     return typed(out, cols).reset_index(drop=True)
 
 
 def slow_links(profile: Any, ratio: float = 0.7, z_threshold: float = 3.0,
-               min_bytes: float = 1e6) -> pd.DataFrame:
+               min_bytes: float = LATENCY_BOUND_BYTES) -> pd.DataFrame:
     """Links whose bandwidth is far below the other links of the same transport.
 
     Per (transport, source, destination) link (and, for group-local ranks, per group and

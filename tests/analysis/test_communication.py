@@ -66,8 +66,15 @@ def test_bandwidth_against_nominal() -> None:
     out = comm_bandwidth_summary(_profile(comm_bandwidth=bw), hw).set_index("transport")
     assert "LOCAL" not in out.index
     assert out.loc["HCCS", "bandwidth_gbps"] == pytest.approx(6e9 / 2e5 / 1e3)  # 30 GB/s
-    assert out.loc["HCCS", "nominal_gbps"] == pytest.approx(hw.intra_node_bandwidth / 1e9)
+    # HCCS is a full mesh of 8 NPUs: a transit time is one link's, held against one of 7
+    assert out.loc["HCCS", "nominal_gbps"] == pytest.approx(hw.intra_node_bandwidth / 7 / 1e9)
+    assert out.loc["HCCS", "nominal_of"] == "one of 7 HCCS links"
     assert out.loc["RDMA", "efficiency"] == pytest.approx(10.0 / (hw.inter_node_bandwidth / 1e9))
+    assert out.loc["RDMA", "nominal_of"] == "per device"
+    # NVLink behind NVSwitch: one transfer can use every link, the device's figure
+    gpu = comm_bandwidth_summary(_profile(comm_bandwidth=bw.assign(transport="NVLINK")),
+                                 pk.Hardware.preset("h100")).set_index("transport")
+    assert gpu.loc["NVLINK", "nominal_gbps"] == pytest.approx(450.0)
 
 
 def test_slow_link_flagged_from_matrix() -> None:
@@ -424,3 +431,34 @@ def test_a_lone_kernel_details_csv_shows_its_hccl_collectives() -> None:
         assert out.loc[kind, "max_us"] == pytest.approx(max(durs), rel=1e-9)
     assert out["total_us"].sum() == pytest.approx(sum(sum(d) for d in expected.values()))
     assert out["total_us"].sum() == pytest.approx(346398.74)  # ~346 ms
+
+
+@pytest.mark.shared_samples
+def test_hccs_efficiency_is_one_links_rate_against_one_links_nominal() -> None:
+    """``ascend/msinsight-pt-level1``: an allreduce's HCCS transit time is the sum of its
+    copy tasks to 7 peers (rank 0's first: 28.6 MB in 1.817 ms, i.e. 15.8 GB/s of one
+    link). Against the 910B's 196 GB/s aggregate it read 7.9 % of nominal; against one of
+    its 7 HCCS links (28 GB/s) it is 56 %. The bytes and times are read from the raw
+    ``communication.json`` of both ranks, operator by operator."""
+    import json
+
+    from shared_samples import PT_LEVEL1, sample
+
+    root = sample(PT_LEVEL1)
+    size = time = 0.0
+    paths = sorted(root.glob("*/ASCEND_PROFILER_OUTPUT/communication.json"))
+    assert len(paths) == 2
+    for path in paths:
+        for step in json.loads(path.read_text()).values():
+            for ops in step.values():
+                for name, op in ops.items():
+                    if name == "Total Op Info":
+                        continue
+                    info = op["Communication Bandwidth Info"]["HCCS"]
+                    size += info["Transit Size(MB)"] * 1e6
+                    time += info["Transit Time(ms)"] * 1e-3
+    hw = pk.Hardware.preset("ascend-910b")
+    row = comm_bandwidth_summary(pk.load(root), hw).set_index("transport").loc["HCCS"]
+    assert row["bandwidth_gbps"] == pytest.approx(size / time / 1e9, rel=1e-6)
+    assert row["efficiency"] == pytest.approx(size / time / (196e9 / 7), rel=1e-6)
+    assert 0.5 < row["efficiency"] < 0.6
