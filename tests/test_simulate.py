@@ -32,6 +32,10 @@ from perfkit.simulate import (
 TINY = pk.ModelSpec(num_layers=4, hidden_size=512, num_attention_heads=8, seq_length=256,
                     vocab_size=2048, mlp="gated", name="tiny-llama")
 HW = pk.Hardware.preset("ascend-910b")
+#: The same device behind a switch (every peer at the NPU's full 196 GB/s): for the tests
+#: of the schedule, whose pipeline transfers over one HCCS link of a full-mesh node (28 GB/s)
+#: would add their own receive waits to the bubble.
+SWITCHED = HW.replace(node=HW.topology.replace(intra_link="unknown"))
 DP2PP2 = pk.ParallelConfig(dp=2, pp=2, num_micro_batches=4)
 FILES = ["kernel_details.csv", "step_trace_time.csv", "communication.json",
          "communication_matrix.json", "trace_view.json", "memory_record.csv",
@@ -210,7 +214,7 @@ def test_pipeline_bubble_tracks_the_1f1b_formula(tmp_path: Path) -> None:
     model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=4, vocab_size=64)
     for m in (4, 16):
         par = pk.ParallelConfig(dp=1, pp=2, num_micro_batches=m)
-        root = simulate(model, par, HW, steps=1, noise=0.0, out=tmp_path / f"m{m}")
+        root = simulate(model, par, SWITCHED, steps=1, noise=0.0, out=tmp_path / f"m{m}")
         steps = _steps(root)
         # stage 0 spans the whole step: it idles (p - 1)(F + B), the classic 1F1B bubble,
         # which is (p - 1) / m of its compute — plus the transfer of each gradient it
@@ -227,7 +231,7 @@ def test_interleaved_schedule_divides_the_bubble_by_vpp(tmp_path: Path) -> None:
     ratios = {}
     for v in (1, 2):
         par = pk.ParallelConfig(pp=2, vpp=v, num_micro_batches=4)
-        root = simulate(model, par, HW, steps=1, noise=0.0, out=tmp_path / f"v{v}")
+        root = simulate(model, par, SWITCHED, steps=1, noise=0.0, out=tmp_path / f"v{v}")
         first = _steps(root)[0][0]
         ratios[v] = first["Bubble"] / first["Computing"]
     # Narayanan et al. 2021: (p - 1) / (v m)
@@ -576,3 +580,34 @@ def test_fault_validation() -> None:
         UnfusedOperators(("softmax",))
     with pytest.raises(InvalidArgumentError):
         SlowRank(0, factor=0)
+
+
+def test_mesh_transit_sums_the_links_as_cann_does_and_calibration_reads_it_back(
+        tmp_path: Path) -> None:
+    """On a 910B server (an HCCS full mesh), CANN's per-transport transit time sums an
+    operation's copy tasks, one per link (``ascend/msinsight-pt-level1``: 14 tasks to 7
+    peers, 1.817 ms where the time info says 0.239). The simulator writes it so: a tensor-
+    parallel pair's HCCS transit is its time on one link, a data-parallel group of 4's is
+    three links' worth; each link moves at 0.8 × 28 GB/s, and calibration recovers 0.8 for
+    both groups."""
+    model = pk.ModelSpec.preset("llama2-7b").replace(num_layers=2, vocab_size=64)  # MBs
+    par = pk.ParallelConfig(dp=4, tp=2, num_micro_batches=2)
+    root = simulate(model, par, HW, steps=1, noise=0.0, out=tmp_path / "mesh",
+                    aic_metrics=None, trace_kernels=False, comm_efficiency=0.8)
+    seen = set()
+    for d in _rank_dirs(root).values():
+        comm = json.loads((d / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        for name, op in comm["step1"]["collective"].items():
+            hccs = op["Communication Bandwidth Info"]["HCCS"]
+            wall = op["Communication Time Info"]["Transit Time(ms)"]
+            if name == "Total Op Info" or not hccs["Transit Size(MB)"]:
+                continue
+            per_link = hccs["Transit Size(MB)"] / 1e3 / (hccs["Transit Time(ms)"] / 1e3)
+            assert per_link <= 0.8 * 28 + 1e-6, name
+            ratio = hccs["Transit Time(ms)"] / wall
+            assert ratio == pytest.approx(round(ratio)), name
+            seen.add(round(ratio))
+    assert seen == {1, 3}  # the tp pair's one link, the dp group's three
+    fitted = pk.plan.calibrate(pk.load(root, cache=False), model, par, HW)
+    eff = dict(fitted.rates.link_efficiency)
+    assert eff["tp"] == pytest.approx(0.8, abs=0.03) and eff["dp"] == pytest.approx(0.8, abs=0.03)

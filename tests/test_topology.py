@@ -119,3 +119,32 @@ def test_estimate_step_prices_tp_16_by_the_hierarchical_formula():
     assert est.tp_comm_s == pytest.approx(count * one, rel=1e-9)
     old = count * 2 * 15 / 16 * message / (50e9 * 0.8)
     assert 5.5 < old / est.tp_comm_s < 6.5
+
+
+def test_a_full_mesh_node_gives_a_group_one_link_per_peer():
+    """An Atlas 800T A2 (910B) is an HCCS full mesh: each NPU has 7 links of 28 GB/s per
+    direction (196 GB/s in all, the preset's source); a peer is one link. A DGX H100's
+    NVLink is behind NVSwitch: any peer at the GPU's 450 GB/s."""
+    mesh, switch = Node.preset("atlas-800t-a2"), Node.preset("dgx-h100")
+    assert mesh.mesh and not switch.mesh
+    for ranks, gbps in ((2, 28.0), (4, 84.0), (8, 196.0), (1, 196.0)):
+        assert mesh.bandwidth_among(ranks) == pytest.approx(gbps * 1e9)
+    assert switch.bandwidth_among(2) == switch.bandwidth_among(8) == pytest.approx(450e9)
+
+
+def test_estimate_step_prices_a_tensor_parallel_pair_on_one_hccs_link():
+    """tp 2 on a 910B server: the pair all-reduces (4 per layer and micro-batch, as above)
+    over the one link between them, 28 GB/s, at the ring's 2(n−1)/n = 1 volume; tp 8 over
+    the NPU's 7 links, 196 GB/s. Priced at 196 GB/s for the pair, as before, it came out
+    7× too fast."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    hw = pk.Hardware.preset("ascend-910b")
+    m = 4
+    message = 1 * model.seq_length * model.hidden_size * 2
+    count = 4 * model.num_layers * m
+    for tp, link_bytes in ((2, 28e9), (8, 196e9)):
+        est = pk.calc.estimate_step(model, pk.ParallelConfig(tp=tp, num_micro_batches=m),
+                                    hw, comm_efficiency=0.8,
+                                    rates=pk.Rates(link_latency_s=0.0))
+        one = 2 * (tp - 1) / tp * message / (link_bytes * 0.8)
+        assert est.tp_comm_s == pytest.approx(count * one, rel=1e-9), tp

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NOMINAL_TRANSPORT", "MESH_LINKS", "LATENCY_BOUND_BYTES", "transport_nominal"]
+__all__ = ["NOMINAL_TRANSPORT", "LATENCY_BOUND_BYTES", "transport_nominal"]
 
 #: Below this many bytes an operator's time is mostly its fixed cost (latency), not its
 #: bytes over the link: its rate is no measure of the link (``slow_links``' ``min_bytes``).
@@ -31,9 +31,6 @@ NOMINAL_TRANSPORT = {"HCCS": "intra_node_bandwidth", "SIO": "intra_node_bandwidt
                      "PCIE": "pcie_bandwidth", "NVLINK": "intra_node_bandwidth",
                      "RDMA": "inter_node_bandwidth", "ROCE": "inter_node_bandwidth",
                      "IB": "inter_node_bandwidth"}
-
-#: Intra-node fabrics that are a full mesh of point-to-point links (``Node.intra_link``).
-MESH_LINKS = ("hccs", "infinity-fabric")
 
 
 def transport_nominal(hardware: Any, transport: str) -> tuple[float, str]:
@@ -57,9 +54,8 @@ def transport_nominal(hardware: Any, transport: str) -> tuple[float, str]:
     value = getattr(hardware, field, None) if field else None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return float("nan"), ""
-    if transport == "HCCS":
-        node = getattr(hardware, "topology", None)
-        links = int(getattr(node, "devices_per_node", 1) or 1) - 1
-        if getattr(node, "intra_link", None) in MESH_LINKS and links > 1:
-            return value / links / 1e9, f"one of {links} {transport} links"
+    node = getattr(hardware, "topology", None)
+    if transport == "HCCS" and getattr(node, "mesh", False):
+        links = node.devices_per_node - 1
+        return node.bandwidth_among(2) / 1e9, f"one of {links} {transport} links"
     return value / 1e9, "per device"

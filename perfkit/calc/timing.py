@@ -80,7 +80,10 @@ priced at their group's shape on ``hardware.topology`` by
 ``2(n−1)/n·M``, all-gather / reduce-scatter and all-to-all ``(n−1)/n·M`` per rank),
 hierarchical across nodes (inside, then each rank's ``M/r`` shard over the node's NICs),
 plus ``link_latency_s`` per tier; ranks placed ``tp-cp-ep-dp-pp`` from the inside out
-unless ``rank_order`` says otherwise.
+unless ``rank_order`` says otherwise. Inside a full-mesh node (HCCS, Infinity Fabric) a
+group of ``r`` ranks has ``r − 1`` of a device's ``D − 1`` links
+(:meth:`perfkit.specs.Node.bandwidth_among`): a tensor-parallel pair on a 910B server
+all-reduces over one 28 GB/s link, not the NPU's 196 GB/s.
 
 This module evaluates the step (:func:`step_times`, :func:`uniform_stages`); a layer's
 times are :mod:`perfkit.calc.timing_layer`, its kernels :mod:`perfkit.calc.timing_kernels`.
@@ -140,13 +143,14 @@ def _groups_priced(hardware: Hardware, rates: Rates, c: dict[str, np.ndarray],
     """Each group's ``(n, ranks per node, B_in, B_nic)`` for :func:`collective_seconds`:
     the rank placement ``order`` (:func:`perfkit.calc.topology.layout_groups`, the first
     and last stages' pipeline neighbours) on ``hardware.topology``, the bandwidths times
-    the group's link efficiency."""
+    the group's link efficiency. ``B_in`` is the bandwidth to the group's peers in the
+    node (:meth:`perfkit.specs.Node.bandwidth_among`: in a full mesh, one link per peer)."""
     node = hardware.topology
     shapes = layout_groups(c, node.devices_per_node, order)
     out = {}
     for name, (n, per_node) in shapes.items():
         group = "dp" if name == "edp" else name
-        out[name] = (n, per_node, node.intra_bandwidth * rates.link(group, True),
+        out[name] = (n, per_node, node.bandwidth_among(per_node) * rates.link(group, True),
                      node.nic_bandwidth_per_device * rates.link(group, False))
     return out
 

@@ -30,6 +30,11 @@ the groups of a layout do), both already times their achieved efficiency:
   and ``(n−r)/n · M`` across at once: ``max((r−1)/n · M/B_in, (n−r)/n · M/B_nic)``;
 * point-to-point (pipeline, the context-parallel ring): ``M / B`` on the link it crosses.
 
+In a full-mesh node (an Ascend 910B server's HCCS, MI300X's Infinity Fabric) ``B_in`` is
+the bandwidth to the group's own peers, ``r − 1`` of the device's ``D − 1`` links
+(:meth:`perfkit.specs.Node.bandwidth_among`; HCCL's mesh algorithm sends to all of them at
+once): a group of 8 gets the device's 196 GB/s, a pair one 28 GB/s link.
+
 Each tier a collective uses (inside the node, across nodes) adds ``latency`` once.
 These are the nccl-tests bus-bandwidth conventions
 (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md): a collective's

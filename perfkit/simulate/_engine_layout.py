@@ -104,17 +104,38 @@ class Links:
                 f *= s.bandwidth_factor
         return f
 
+    @property
+    def mesh(self) -> bool:
+        """Whether the node is a full mesh, one link per pair of devices
+        (:attr:`perfkit.specs.Node.mesh`)."""
+        return bool(self.hw.topology.mesh)
+
     def bandwidth(self, a: int, b: int) -> float:
-        base = self.hw.intra_node_bandwidth if self.node(a) == self.node(b) \
+        """The link from ``a`` to ``b``: inside a full-mesh node one of the device's
+        links (:meth:`perfkit.specs.Node.bandwidth_among` of a pair), behind a switch the
+        device's intra-node bandwidth, across nodes its inter-node one."""
+        base = self.hw.topology.bandwidth_among(2) if self.node(a) == self.node(b) \
             else self.hw.inter_node_bandwidth
         return base * self.eff * self.factor(a, b)
 
+    def _paced(self, slowest: float, ranks: list[int]) -> float:
+        """``slowest`` link times the links a full mesh uses at once: a group inside one
+        mesh node sends to its ``len(ranks) − 1`` peers side by side."""
+        if self.mesh and len({self.node(q) for q in ranks}) == 1:
+            return slowest * (len(ranks) - 1)
+        return slowest
+
     def member_bandwidth(self, rank: int, ranks: list[int]) -> float:
-        """Slowest link from ``rank`` to the other members of its group."""
-        return min((self.bandwidth(rank, q) for q in ranks if q != rank), default=float("inf"))
+        """Slowest link from ``rank`` to the other members of its group (times the links
+        used at once inside a mesh node)."""
+        slowest = min((self.bandwidth(rank, q) for q in ranks if q != rank),
+                      default=float("inf"))
+        return self._paced(slowest, ranks)
 
     def group_bandwidth(self, ranks: list[int]) -> float:
-        """A collective runs at the pace of its slowest link."""
+        """A collective runs at the pace of its slowest link (times the links used at
+        once inside a mesh node)."""
         if len(ranks) < 2:
             return float("inf")
-        return min(self.bandwidth(a, b) for a in ranks for b in ranks if a != b)
+        return self._paced(min(self.bandwidth(a, b) for a in ranks for b in ranks if a != b),
+                           ranks)

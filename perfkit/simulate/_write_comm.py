@@ -22,9 +22,11 @@ def _ring_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def _bw_info(c: CommOp, sent: float) -> dict[str, Any]:
+def _bw_info(c: CommOp, sent: float, links: int = 1) -> dict[str, Any]:
+    """The bandwidth info of ``c``: its transit time times the ``links`` it used at once,
+    as CANN sums an operation's copy tasks, one per link (a full-mesh node's HCCS)."""
     info: dict[str, Any] = {}
-    transit_ms = c.transit / 1000.0
+    transit_ms = c.transit * links / 1000.0
     for tr in TRANSPORTS:
         used = tr == c.transport or (tr == "SDMA" and c.transport == "HCCS")
         if used and transit_ms > 0:
@@ -59,6 +61,7 @@ def _communication(sim: Simulation, res: RankResult, names: list[str],
                    hashes: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     comm_json: dict[str, Any] = {}
     matrix: dict[str, Any] = {}
+    mesh = sim.hardware.topology.mesh
     for step, _, _ in res.host_steps:
         key = f"step{step}"
         kinds: dict[str, dict[str, Any]] = {"p2p": {}, "collective": {}}
@@ -71,14 +74,15 @@ def _communication(sim: Simulation, res: RankResult, names: list[str],
             g = hashes[c.group]
             ranks = list(sim.groups[c.group]["global_ranks"])  # type: ignore[arg-type]
             sent = c.size_bytes * _ring_factor(c.op, len(ranks))
+            on_links = len(c.peers) if mesh and c.transport == "HCCS" else 1
             entry = {"Communication Time Info": _time_info(c),
-                     "Communication Bandwidth Info": _bw_info(c, sent)}
+                     "Communication Bandwidth Info": _bw_info(c, sent, on_links)}
             kinds[c.kind][f"{name}@{g}"] = entry
             tot = totals[c.kind]
             for f_ in ("elapse", "transit", "wait"):
                 tot[f_] = tot.get(f_, 0.0) + getattr(c, f_)
             tot[c.transport] = tot.get(c.transport, 0.0) + sent
-            tot[c.transport + "_t"] = tot.get(c.transport + "_t", 0.0) + c.transit
+            tot[c.transport + "_t"] = tot.get(c.transport + "_t", 0.0) + c.transit * on_links
             me = ranks.index(res.rank)
             links: dict[str, Any] = {}
             per_peer = sent / max(len(c.peers), 1)

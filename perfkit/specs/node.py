@@ -13,13 +13,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import InvalidArgumentError, check_positive, check_positive_int
 from .node_presets import NODE_PRESETS
 
-__all__ = ["Node", "INTRA_LINKS"]
+__all__ = ["Node", "INTRA_LINKS", "MESH_LINKS"]
 
-#: Kinds of intra-node link (documentation only: the bandwidth prices them).
+#: Kinds of intra-node link.
 INTRA_LINKS = ("nvlink", "hccs", "infinity-fabric", "pcie", "unknown")
+#: Intra-node links that are a full mesh of point-to-point links, one per pair of devices
+#: (an Ascend 910B server's HCCS: 7 links of 28 GB/s per direction per NPU; AMD MI300X's
+#: Infinity Fabric: 7 of 64 GB/s), rather than ports into a switch (NVLink with NVSwitch).
+MESH_LINKS = ("hccs", "infinity-fabric")
 
 
 @dataclass(frozen=True)
@@ -31,9 +37,12 @@ class Node:
     name : str
     devices_per_node : int
     intra_link : {"nvlink", "hccs", "infinity-fabric", "pcie", "unknown"}
+        ``"hccs"`` and ``"infinity-fabric"`` are full meshes (:data:`MESH_LINKS`): a
+        device reaches each peer over its own link, ``intra_bandwidth / (devices − 1)``
+        (:meth:`bandwidth_among`).
     intra_bandwidth : float
-        Per-device bandwidth to the other devices of the node (NVLink 900 GB/s
-        bidirectional on an H100 = 450e9).
+        Per-device bandwidth to the other devices of the node, all its links together
+        (NVLink 900 GB/s bidirectional on an H100 = 450e9).
     nics_per_node : int
         NICs of the compute fabric (storage NICs not counted).
     nic_bandwidth : float
@@ -64,6 +73,31 @@ class Node:
         """The node's NIC bandwidth shared by its devices: ``nics · nic_bw / devices``
         (every device of the node communicates at once, as the groups of a layout do)."""
         return self.nics_per_node * self.nic_bandwidth / self.devices_per_node
+
+    @property
+    def mesh(self) -> bool:
+        """Whether the intra-node link is a full mesh of point-to-point links
+        (:data:`MESH_LINKS`)."""
+        return self.intra_link in MESH_LINKS and self.devices_per_node > 2
+
+    def bandwidth_among(self, ranks: Any) -> Any:
+        """A device's intra-node bandwidth to the other ``ranks − 1`` members of its group
+        inside the node (bytes/s, per direction; scalar or array).
+
+        Behind a switch every device reaches any peer at its full ``intra_bandwidth``. In a
+        full mesh (:attr:`mesh`) each peer is one link of ``intra_bandwidth / (D − 1)``:
+        a group of ``r`` ranks in the node has ``r − 1`` of them, ``intra_bandwidth ·
+        (r − 1) / (D − 1)``, as HCCL's mesh algorithm inside a 910B server uses them (a
+        group of 8 gets the 196 GB/s; of 2, one 28 GB/s link; a point-to-point send, one
+        link). ``ranks`` below 2 gets ``intra_bandwidth`` (no traffic inside the node).
+        """
+        if not self.mesh:
+            return self.intra_bandwidth * np.ones_like(np.asarray(ranks, dtype=float)) \
+                if np.ndim(ranks) else self.intra_bandwidth
+        r = np.clip(np.asarray(ranks, dtype=float), 1.0, float(self.devices_per_node))
+        links = np.where(r >= 2, r - 1.0, self.devices_per_node - 1.0)
+        out = self.intra_bandwidth * links / (self.devices_per_node - 1)
+        return out if np.ndim(ranks) else float(out)
 
     @property
     def node_nic_bandwidth(self) -> float:

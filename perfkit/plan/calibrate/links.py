@@ -56,8 +56,9 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
     ops = ops.assign(kind=ops["group"].astype(str).map(kinds)).dropna(subset=["kind"])
     pairs = ops[["rank", "name", "kind"]].drop_duplicates(["rank", "name"])
     sent = bw[(bw["size_bytes"] > 0) & (bw["transit_us"] > 0)]
-    sent = sent.groupby(["rank", "name"], as_index=False)[["size_bytes", "transit_us"]].max()
-    moved = sent.merge(pairs, on=["rank", "name"], how="inner")
+    sent = _mesh_walls(sent.merge(pairs, on=["rank", "name"], how="inner"), job)
+    moved = sent.groupby(["rank", "name", "kind"], as_index=False)[
+        ["size_bytes", "transit_us"]].max()
     eff: dict[str, float] = {}
     changes: dict[str, Any] = {}
     reduce = ops[(ops["kind"] == "dp") & ops["name"].astype(str).str.contains(
@@ -77,13 +78,41 @@ def _fit_links(source: Any, job: CalibratedJob, rates: Rates,
     for kind, part in moved.groupby("kind"):
         n, per_node = layout_group(job.parallel, str(kind), node.devices_per_node)
         nominal = group_bandwidth(GROUP_COLLECTIVE[str(kind)], n, per_node,
-                                  node.intra_bandwidth, node.nic_bandwidth_per_device, alg)
+                                  node.bandwidth_among(per_node),
+                                  node.nic_bandwidth_per_device, alg)
         achieved = part["size_bytes"].sum() / (part["transit_us"].sum() * 1e-6)
         eff[str(kind)] = min(1.0, float(achieved / nominal))
         terms.append((f"link_efficiency[{kind}]", eff[str(kind)],
                       f"{len(part)} transfers: {achieved / 1e9:.3g} GB/s of "
                       f"{nominal / 1e9:.3g} GB/s nominal"))
     return rates.replace(link_efficiency=eff, **changes), set(eff)
+
+
+#: Transports of a full-mesh node's links (the SDMA copies HCCS moves its bytes with).
+_MESH_TRANSPORTS = ("HCCS", "SDMA")
+
+
+def _mesh_walls(rows: pd.DataFrame, job: CalibratedJob) -> pd.DataFrame:
+    """``rows`` (bandwidth rows with the group ``kind``) with each full-mesh transport's
+    transit time as the time the operation spent on its links, not their sum.
+
+    Ascend's transit time of a transport sums the operation's copy tasks, one per link
+    (``ascend/msinsight-pt-level1``: 14 SDMA tasks to 7 peers, 1.817 ms in all where they
+    run side by side in about 0.27 ms). Inside a full-mesh node a group of ``r`` ranks
+    sends over its ``r − 1`` links at once (:meth:`perfkit.specs.Node.bandwidth_among`),
+    so the sum is ``r − 1`` times the time the model prices; a point-to-point send uses
+    one link. Other transports and nodes are left as they are.
+    """
+    node = job.hardware.topology
+    if rows.empty or not node.mesh or "transport" not in rows.columns:
+        return rows
+    links = {}
+    for kind in rows["kind"].astype(str).unique():
+        n, r = layout_group(job.parallel, kind, node.devices_per_node)
+        links[kind] = 1.0 if kind == "pp" else max(min(r, node.devices_per_node) - 1.0, 1.0)
+    mesh = rows["transport"].astype(str).str.upper().isin(_MESH_TRANSPORTS)
+    per = rows["kind"].astype(str).map(links).astype(float)
+    return rows.assign(transit_us=rows["transit_us"].where(~mesh, rows["transit_us"] / per))
 
 
 #: Transports that cross nodes (the rest stay inside one).

@@ -231,8 +231,8 @@ def _group_link(job: CalibratedJob, rates: Rates, group: str) -> float:
         return rates.link(group, True)
     coll = GROUP_COLLECTIVE[group]
     alg = rates.collective_algorithm
-    nominal = group_bandwidth(coll, n, r, node.intra_bandwidth, node.nic_bandwidth_per_device,
-                              alg)
-    achieved = group_bandwidth(coll, n, r, node.intra_bandwidth * rates.link(group, True),
+    inside = node.bandwidth_among(r)
+    nominal = group_bandwidth(coll, n, r, inside, node.nic_bandwidth_per_device, alg)
+    achieved = group_bandwidth(coll, n, r, inside * rates.link(group, True),
                                node.nic_bandwidth_per_device * rates.link(group, False), alg)
     return achieved / nominal
