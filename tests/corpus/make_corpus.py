@@ -1935,6 +1935,58 @@ def _rank0_of_one(got: Any, ref: Any) -> None:
         pd.testing.assert_frame_equal(getattr(got[0], t), getattr(ref, t))
 
 
+@shared_builder
+def walk36_special_files(root: Path) -> list[Case]:
+    """A named pipe where a profile file should be: opening it blocked until a writer came,
+    so the loader (and the dashboard) hung for ever; refused before it is opened, and in a
+    cluster its rank alone fails."""
+    cases: list[Case] = []
+    if not hasattr(os, "mkfifo"):
+        return cases
+    d = _copy_rank(R0, root / "w36-fifo" / "rank0_ascend_pt")
+    f = d / OUT / "step_trace_time.csv"
+    f.unlink()
+    os.mkfifo(f)
+    cases.append(Case("step_trace_time-named-pipe", "load", d, "error",
+                      ("named pipe (FIFO)", "not a file"), "step_trace_time.csv", max_s=10.0))
+    d = S.writable_copy(L1, root / "cluster-w36-fifo",
+                        ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+    f = d / "rank1_ascend_pt" / OUT / "kernel_details.csv"
+    f.unlink()
+    os.mkfifo(f)
+    cases.append(Case("cluster-rank1-named-pipe", "load", d, "partial", ("named pipe",),
+                      "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact,
+                      max_s=10.0))
+    return cases
+
+
+@builder
+def walk36_yaml_twice(root: Path) -> list[Case]:
+    """A MindFormers YAML that gives a key twice: the last is read (PyYAML and MindFormers
+    keep it), and a note says so with both lines; a key repeated with its own value says
+    nothing."""
+    text = (CFG / "llama2_13b_full.yaml").read_text()
+    assert text.count("num_layers: 40") == 1
+    cases = []
+    for tag, new, layers, said in (
+            ("layers-twice", "num_layers: 40\n    num_layers: 80", 80, True),
+            ("layers-twice-same", "num_layers: 40\n    num_layers: 40", 40, False)):
+        f = root / f"cfg-w36-{tag}" / "run.yaml"
+        f.parent.mkdir(parents=True)
+        f.write_text(text.replace("num_layers: 40", new, 1))
+
+        def check(got: Any, ref: Any, layers: int = layers, said: bool = said) -> None:
+            model, _, extras = got
+            assert model.num_layers == layers
+            notes = (extras.get("notes") or {}).get("num_layers", [])
+            assert bool(notes) == said, notes
+            if said:
+                line = text.splitlines().index("    num_layers: 40") + 1
+                assert f"is given twice (lines {line} and {line + 1})" in notes[0], notes
+
+        cases.append(Case(f"yaml-{tag}", "mf_config", f, "ok", (), "run.yaml", check=check))
+    return cases
+
 
 def build(root: Path, shared: bool = True) -> list[Case]:
     """Write every damaged input under ``root``; return the cases in a stable order.

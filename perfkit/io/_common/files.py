@@ -7,11 +7,13 @@ size; :func:`decode_text_bytes` drops a UTF-8 byte-order mark and converts UTF-1
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from ...errors import ProfileError
 
-__all__ = ["HEAD_BYTES", "check_file", "decode_text_bytes", "check_nonempty"]
+__all__ = ["HEAD_BYTES", "check_file", "refuse_special", "decode_text_bytes",
+           "check_nonempty"]
 
 HEAD_BYTES = 1 << 16
 """Bytes looked at at each end of a file before it is read whole."""
@@ -38,6 +40,7 @@ def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False,
         Naming the file and the problem (and the offset of the first bad byte).
     """
     try:
+        refuse_special(path, what)
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
@@ -87,6 +90,32 @@ def check_file(path: Path, what: str, *, text: bool = True, utf16: bool = False,
         raise ProfileError(path, f"is a folder; expected {what} (a file)") from None
     except OSError as exc:
         raise ProfileError(path, f"cannot read {what}: {exc.strerror or exc}") from None
+
+
+#: What a path that is neither a file nor a folder is, by its mode.
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def refuse_special(path: Path, what: str) -> None:
+    """Refuse a path that is a named pipe, a socket or a device, before anything opens it:
+    opening a FIFO blocks until a writer comes, so a profile holding one hung the loader
+    (and the dashboard) for ever.
+
+    Raises
+    ------
+    ProfileError
+        Naming the file and what it is.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the open that follows says so
+    for test, kind in _SPECIAL:
+        if test(mode):
+            raise ProfileError(path, f"is {kind}, not a file; expected {what} (a regular "
+                               "file): perfkit does not read from it, which could wait for "
+                               "ever")
 
 
 def _first_hole(fd: int, size: int) -> int | None:
