@@ -83,7 +83,11 @@ def read_job_config(config: Any, job: Any = None) -> dict[str, FieldValue]:
         out = model_values(model, "config", where)
         out.update(parallel_values(parallel, "config", where))
         for name, said in (extras.get("notes") or {}).items():  # with the job's problems
-            out[name] = FieldValue(getattr(parallel, name), "config", f"{where}: {name}",
+            owner = model if hasattr(model, name) else parallel if hasattr(parallel, name) \
+                else None
+            if owner is None:  # a key that sets no field: said with the layout
+                name, owner = "dp", parallel
+            out[name] = FieldValue(getattr(owner, name), "config", f"{where}: {name}",
                                    f"{path.name}: " + "; ".join(said))
         out["seq_length"] = FieldValue(model.seq_length, "config", f"{where}: model_config."
                                                                    "seq_length")

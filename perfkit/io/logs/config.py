@@ -18,6 +18,7 @@ from ...errors import ConfigFileError, InvalidArgumentError, boundary
 from ...format import share_text
 from ...specs import ModelSpec, ParallelConfig
 from ...specs.model_config import MINDFORMERS_KEYS
+from .yaml_keys import duplicate_keys, field_of
 
 __all__ = ["read_mindformers_config", "read_rank_table", "parse_memory_size", "PROFILE_KEYS"]
 
@@ -65,6 +66,8 @@ class _Doc:
                                   f"{type(self.data).__name__}")
         self.lines: dict[tuple[str, ...], int] = {}
         self._index(node, ())
+        #: keys given twice with different values (the last is read, as PyYAML keeps it)
+        self.duplicates = duplicate_keys(node)
 
     def _index(self, node: Any, prefix: tuple[str, ...]) -> None:
         import yaml
@@ -286,10 +289,12 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
         ``gradient_accumulation_steps``, ``micro_batch_interleave_num``,
         ``use_seq_parallel`` (as written), ``context_parallel``, ``parallel_mode``,
         ``jit_level``, ``save_graphs``, ``profile`` (dict of the switches present among
-        :data:`PROFILE_KEYS`), ``path`` and ``notes`` (by layout field, what the YAML says
-        that the layout cannot hold or that a run would regret: per-stage counts of
-        selective recompute, which perfkit applies to every layer; fewer micro-batches than
-        pipeline stages).
+        :data:`PROFILE_KEYS`), ``path`` and ``notes`` (by layout or model field, what the
+        YAML says that the layout cannot hold or that a run would regret: per-stage counts
+        of selective recompute, which perfkit applies to every layer; fewer micro-batches
+        than pipeline stages; a key given twice with different values, whose last is read:
+        :func:`~perfkit.io.logs.yaml_keys.duplicate_keys`, under ``"config"`` when it
+        sets no field).
 
     Raises
     ------
@@ -319,6 +324,11 @@ def read_mindformers_config(path: str | Path) -> tuple[ModelSpec, ParallelConfig
             f"stage idles {share_text((pp - 1) / (m + pp - 1), 0)} of the step in the "
             "schedule's bubble, (pp − 1) / (m + pp − 1); pipelines are run with several "
             "micro-batches per stage"]
+    for keys, first, last in doc.duplicates:  # the last is read, as MindFormers reads it
+        field = field_of(keys) or "config"
+        extras["notes"].setdefault(field, []).append(
+            f"line {last}: {'.'.join(keys)} is given twice (lines {first} and {last}); the "
+            "last is read, as YAML loaders (and MindFormers) keep it: check which one ran")
     extras.update(_context(doc))
     extras["profile"] = {k: doc.get(k) for k in PROFILE_KEYS if doc.get(k) is not None}
     extras["path"] = str(path)
