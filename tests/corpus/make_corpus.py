@@ -1957,6 +1957,11 @@ def walk36_special_files(root: Path) -> list[Case]:
     cases.append(Case("cluster-rank1-named-pipe", "load", d, "partial", ("named pipe",),
                       "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact,
                       max_s=10.0))
+    d = S.writable_copy(L1, root / "cluster-w36-link-loop",
+                        ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+    (d / "loop").symlink_to(".", target_is_directory=True)  # ln -s . loop
+    cases.append(Case("cluster-link-back-to-itself", "load", d, "ok", ref="L1",
+                      check=_tables("kernels", "steps", "comm_ops")))
     return cases
 
 

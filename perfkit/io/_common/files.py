@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...errors import ProfileError
 
-__all__ = ["HEAD_BYTES", "check_file", "refuse_special", "decode_text_bytes",
+__all__ = ["HEAD_BYTES", "check_file", "refuse_special", "loops_back", "decode_text_bytes",
            "check_nonempty"]
 
 HEAD_BYTES = 1 << 16
@@ -116,6 +116,19 @@ def refuse_special(path: Path, what: str) -> None:
             raise ProfileError(path, f"is {kind}, not a file; expected {what} (a regular "
                                "file): perfkit does not read from it, which could wait for "
                                "ever")
+
+
+def loops_back(folder: Path) -> bool:
+    """Whether ``folder`` is a link to itself's parent or a folder above it (``ln -s . loop``):
+    it holds nothing the walk has not seen, and walking into it repeats the tree at every
+    level (a 2-rank job read as "8 separate runs")."""
+    try:
+        if not folder.is_symlink():
+            return False
+        target, parent = folder.resolve(), folder.parent.resolve()
+    except (OSError, RuntimeError):  # a loop the resolver gives up on
+        return True
+    return target == parent or target in parent.parents
 
 
 def _first_hole(fd: int, size: int) -> int | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ProfileError
+from .._common.files import loops_back
 from ..ascend import rank as ascend
 from ..cann import paths as cann_paths
 from .runs import SourceFacts
@@ -113,7 +114,7 @@ def _subfolders(folder: Path) -> list[Path]:
     for c in children:
         try:
             if not c.name.startswith(".") and c.name != "cluster_analysis_output" \
-                    and c.is_dir():
+                    and c.is_dir() and not loops_back(c):
                 out.append(c)
         except OSError:
             continue

@@ -33,6 +33,7 @@ from ...bundled_samples import resolve_sample, sample_hint
 from ...errors import ProfileError
 from .. import readers
 from .._common import json_head, rank_from_name
+from .._common.files import loops_back
 from ..ascend import rank as ascend
 from . import nested
 from . import run_groups as _rg
@@ -424,6 +425,8 @@ def _scan_parent(p: Path, depth: int = 2, *, files: bool = True,
 
 def _scan_child(child: Path, depth: int, files: bool) -> list[RankSource]:
     if child.is_dir():
+        if loops_back(child):  # a link back up the tree: nothing new below it
+            return []
         if child.name == "cluster_analysis_output":
             return []
         one = _single(child)
