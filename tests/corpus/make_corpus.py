@@ -1957,12 +1957,48 @@ def walk36_special_files(root: Path) -> list[Case]:
     cases.append(Case("cluster-rank1-named-pipe", "load", d, "partial", ("named pipe",),
                       "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact,
                       max_s=10.0))
+    cases.append(_db_with_pending_log(root))
     d = S.writable_copy(L1, root / "cluster-w36-link-loop",
                         ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
     (d / "loop").symlink_to(".", target_is_directory=True)  # ln -s . loop
     cases.append(Case("cluster-link-back-to-itself", "load", d, "ok", ref="L1",
                       check=_tables("kernels", "steps", "comm_ops")))
     return cases
+
+
+def _db_with_pending_log(root: Path) -> Case:
+    """The DB export with rows of ``TASK`` still in its write-ahead log, as a profiler that
+    did not close the database (or a copy taken while it ran) leaves it: SQLite in WAL mode
+    with automatic checkpoints off, the database holding the first 100 tasks and the log the
+    rest. Read from the file alone the rank had 83 of its 191 kernels, with no note."""
+    import sqlite3
+
+    d = _writable_copy(DB0, root / "db-w36-pending-log" / "rank0_ascend_pt")
+    f = d / OUT / "ascend_pytorch_profiler_0.db"
+    work = root / "db-w36-work"
+    work.mkdir()
+    live = work / f.name
+    shutil.copyfile(f, live)
+    con = sqlite3.connect(live)
+    con.execute("create table HELD as select * from TASK")
+    con.execute("delete from TASK where rowid > 100")
+    con.commit()
+    con.execute("pragma journal_mode=wal")
+    con.execute("pragma wal_autocheckpoint=0")
+    con.execute("insert into TASK select * from HELD where rowid > 100")
+    con.commit()
+    shutil.copyfile(live, f)  # the database as the open writer left it, and its log
+    shutil.copyfile(f"{live}-wal", f"{f}-wal")
+    con.close()
+    shutil.rmtree(work)
+    return Case("db-write-ahead-log-pending", "load", d, "repaired",
+                ("write-ahead log", "private copy"), ref="DB0", check=_kernels_as_ref)
+
+
+def _kernels_as_ref(got: Any, ref: Any) -> None:
+    """Every kernel of the intact export (the log's rows read in)."""
+    assert len(got.kernels) == len(ref.kernels) == 191
+    pd.testing.assert_frame_equal(got.kernels, ref.kernels)
 
 
 @builder
