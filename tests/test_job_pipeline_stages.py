@@ -115,3 +115,25 @@ def test_the_world_size_says_where_it_came_from() -> None:
     detail = job.evidence.set_index("field").loc["world_size", "detail"]
     assert "highest rank msprof-analyze's cluster files name, plus one" in detail
     assert "communication groups" not in detail
+
+
+def test_the_analyses_read_the_stage_rows_without_a_layout(raw: dict) -> None:
+    """``stage_balance`` and ``slow_ranks`` called on the profile alone (no ``parallel=``):
+    the stages are the stage rows. Without them the balance was empty ("pipeline stages
+    unknown") and every rank was compared with all 16, the first stage's exposed
+    communication against the second's. The bubble of each stage is the median of its
+    ranks' Bubble column (the csv's, by hand)."""
+    from statistics import median
+
+    from perfkit.analysis import slow_ranks, stage_balance
+
+    profile = pk.load(sample(CLUSTER_OUTPUT))
+    balance = stage_balance(profile)
+    assert [list(map(int, r.split(","))) for r in balance["ranks"]] == \
+        [list(st) for st in raw["stages"]]
+    for row, st in zip(balance.itertuples(), raw["stages"], strict=True):
+        assert row.bubble_us == pytest.approx(median(raw["bubble"][r] for r in st))
+    notes = " ".join(slow_ranks(profile).attrs.get("notes", []))
+    assert "fewer than 3 comparable ranks" not in notes
+    assert stage_of_ranks(profile).to_dict() == \
+        {r: i for i, st in enumerate(raw["stages"]) for r in st}

@@ -35,9 +35,12 @@ def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[i
     Taken, in this order, from ``stages`` (``{rank: stage}`` or a list of rank lists, one
     per stage), from ``parallel`` (``pp`` stages: msprof-analyze's ``stage`` rows where
     they are ``pp`` stages, :func:`perfkit.analysis.layout.recorded_stages`, else
-    ``world_size / pp`` consecutive ranks, the Megatron/MindSpore default order), or from
-    ``meta.groups`` entries whose ``group_name`` contains ``pp`` (the position of a rank in
-    its pp group is its stage).
+    ``world_size / pp`` consecutive ranks, the Megatron/MindSpore default order), from
+    msprof-analyze's ``stage`` rows alone when ``parallel`` is not given (its 16-rank
+    ``cluster_analysis_output`` records two stages: without them ``stage_balance`` was
+    empty and ``slow_ranks`` held stage 0's 150 ms of exposed communication against stage
+    1's 35 ms), or from ``meta.groups`` entries whose ``group_name`` contains ``pp`` (the
+    position of a rank in its pp group is its stage).
     """
     steps = table(cluster, "steps")
     if is_lazy(steps):
@@ -59,6 +62,9 @@ def stage_of_ranks(cluster: Any, stages: Mapping[int, int] | Sequence[Sequence[i
         world = getattr(parallel, "world_size", None) or (max(ranks) + 1 if ranks else 0)
         per = max(1, world // parallel.pp)
         return pd.Series({r: min(r // per, parallel.pp - 1) for r in ranks}, dtype="int64")
+    recorded = recorded_stages(cluster) if parallel is None else []
+    if recorded:
+        return stage_of_ranks(cluster, recorded)
     groups = getattr(getattr(cluster, "meta", None), "groups", {}) or {}
     found: dict[int, int] = {}
     for info in groups.values():
