@@ -277,7 +277,10 @@ def test_hardware_presets_and_peaks():
     assert {"ascend-910b", "a100", "h100", "h200"} <= set(names)
     assert pk.Hardware.preset("a100").peak("bf16") == 312e12
     assert pk.Hardware.preset("h100").peak("bf16") == pytest.approx(989.5e12)
-    assert pk.Hardware.preset("h200").memory_bytes == 141e9
+    # NVIDIA's "141 GB" of HBM3e, like the H100's "80 GB", is binary (the H100 preset's
+    # 80 GiB): 141 GiB, not 141e9 bytes (131 GiB, 9 GiB short of the device)
+    assert pk.Hardware.preset("h200").memory_bytes == 141 * 2**30
+    assert pk.Hardware.preset("h100").memory_bytes == 80 * 2**30
     assert pk.Hardware.preset("910B").name == "ascend-910b"
     own = pk.Hardware.preset("ascend-910b").replace(peak_flops={"fp16": 400e12})
     assert own.peak() == 400e12

@@ -167,13 +167,15 @@ _ROWS: tuple[dict[str, Any], ...] = (
     dict(name="h200",
          peak_flops={"bf16": 989.5 * TB, "fp16": 989.5 * TB, "tf32": 494.5 * TB,
                      "fp8": 1979 * TB, "fp32": 67 * TB, "int8": 1979 * TB},
-         memory_bytes=141 * GB, memory_bandwidth=4800 * GB,
+         memory_bytes=141 * GIB, memory_bandwidth=4800 * GB,
          intra_node_bandwidth=450 * GB, inter_node_bandwidth=50 * GB,
          aliases=("h200-sxm",),
          device_names=(r"H200(?!.*NVL)",),
          source="NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200/; "
                 "SXM column): same Hopper compute as H100 SXM (dense BF16/FP16 989.5, TF32 "
-                "494.5, FP8 1979 TFLOPS), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s total; "
+                "494.5, FP8 1979 TFLOPS), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s total "
+                "(the capacity read in GiB, as the H100's 80 GB is: NVIDIA's GB of HBM is "
+                "binary; 141e9 bytes, 131 GiB, is 9 GiB short of what the GPU reports); "
                 "HGX H200 nodes pair each GPU with a 400 Gb/s NDR NIC = 50 GB/s per "
                 "direction."),
     dict(name="b200",
