@@ -145,3 +145,41 @@ def test_the_bundled_simulations_keep_mindspore_memory_in_torch_npu_files() -> N
     fit = fit_job(profile, job)
     assert fit.calibration.job.static_scheme == recorded
     assert pk.calc.memory.STATIC_SCHEME_NAMES[recorded] in scheme_sentence(fit, job)
+
+
+def _bytes_per_parameter(scheme: str, **layout: int) -> tuple[float, float]:
+    """Llama2-7B on one stage: static bytes per parameter (counted by hand,
+    :func:`_llama2_7b_parameters`) of ``static_memory`` and of the step model
+    (``estimate_step``'s ``static_bytes``), for ``layout``."""
+    model = pk.ModelSpec.preset("llama2-7b")
+    par = pk.ParallelConfig(**layout)
+    alone = pk.calc.static_memory(model, par, scheme)
+    step = pk.calc.estimate_step(model, par, pk.Hardware.preset("h100"),
+                                 static_scheme=scheme)
+    n = _llama2_7b_parameters()
+    return alone.total_bytes / n, step.static_bytes / n
+
+
+@pytest.mark.parametrize(("stage", "scheme", "per"), [
+    # ZeRO (Rajbhandari et al. 2020, §5): 2Ψ + 2Ψ + KΨ/Nd with K = 12, Nd = 8
+    (1, "zero", 2 + 2 + 12 / 8),
+    # Megatron-LM's distributed optimizer is ZeRO-1: 6 + 12/d (its docs' table)
+    (1, "megatron", 6 + 12 / 8),
+    # stage 2 shards the gradients too, stage 3 the weights: whatever the job's scheme
+    (2, "megatron", 2 + (2 + 12) / 8), (2, "mindspore", 2 + (2 + 12) / 8),
+    (3, "megatron", (2 + 2 + 12) / 8)])
+def test_static_memory_and_the_step_model_count_the_zero_stage_alike(
+        stage: int, scheme: str, per: float) -> None:
+    """``static_memory`` ignored ``zero_stage`` under the Megatron and MindSpore schemes
+    (18 bytes per parameter at ZeRO-2) where the step model counted it (3.75), and both
+    dropped stage 1."""
+    alone, step = _bytes_per_parameter(scheme, dp=8, zero_stage=stage)
+    assert alone == pytest.approx(per) and step == pytest.approx(per)
+
+
+def test_megatrons_distributed_optimizer_shards_over_dp_and_cp() -> None:
+    """Megatron-core gives the distributed optimizer the data-parallel group with its
+    context-parallel ranks (``intra_dp_cp_group``): dp 2 × cp 2 shards the 12 bytes of
+    optimizer state four ways, 6 + 12/4 = 9 bytes per parameter, not 6 + 12/2."""
+    alone, step = _bytes_per_parameter("megatron", dp=2, cp=2, optimizer_shard=2)
+    assert alone == pytest.approx(6 + 12 / 4) and step == pytest.approx(6 + 12 / 4)

@@ -39,6 +39,7 @@ Activation memory lives in :mod:`perfkit.calc.activation` (re-exported here).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -316,6 +317,7 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
     (bf16), ``4 + 16/d`` (``dtype="fp16"``), ``8 + 8/d`` (``dtype="fp32"``).
     """
     check_choice("scheme", scheme, STATIC_SCHEMES)
+    scheme, parallel = _with_zero_stage(scheme, parallel)
     fp32 = full_precision(dtype)
     if scheme == "deepspeed":
         if fp32:
@@ -361,6 +363,21 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
     return MemoryBreakdown(scheme, n, weights, grads, optim, weights + grads + optim)
 
 
+def _with_zero_stage(scheme: str, parallel: ParallelConfig) -> tuple[str, ParallelConfig]:
+    """The scheme and layout that count ``parallel.zero_stage`` under ``scheme``: stage 2
+    or 3 shards gradients (and weights) as ``"zero"`` counts them
+    (:func:`zero_stage_scheme`), stage 1 shards the optimizer state over the data-parallel
+    ranks, which ``"mindspore"`` and ``"megatron"`` count as their ``optimizer_shard``
+    (Megatron-LM's distributed optimizer is ZeRO-1). The step model and this function said
+    the same layout's memory apart (Llama2-7B, dp 8, ZeRO-2: 3.75 bytes per parameter in
+    ``estimate_step``, 18 here), and stage 1 was dropped by both."""
+    scheme = zero_stage_scheme(scheme, parallel.zero_stage)
+    if parallel.zero_stage == 1 and scheme in ("mindspore", "megatron") \
+            and parallel.optimizer_shard == 1 and parallel.dp > 1:
+        parallel = dataclasses.replace(parallel, optimizer_shard=parallel.dp)
+    return scheme, parallel
+
+
 def _zero_groups(parallel: ParallelConfig) -> tuple[float, float]:
     """Ranks that shard dense parameters (``dp × cp``) and routed experts (expert DP)."""
     return float(parallel.dp * parallel.cp), float(parallel.expert_dp)
@@ -384,10 +401,14 @@ def _megatron(model: ModelSpec | float, parallel: ParallelConfig, w: float, g: f
         dense, experts = shard["tp_sharded"] + shard["replicated"], shard["expert_sharded"]
     else:
         dense, experts = as_param_count(model) / (parallel.tp * parallel.pp), 0.0
-    d = parallel.optimizer_shard
+    shard = parallel.optimizer_shard
+    # Megatron-core shards the optimizer over the data-parallel group *with* the context-
+    # parallel ranks (get_megatron_optimizer: intra_dp_cp_group), which hold the same
+    # weights: 6 + 12/(d·cp) bytes per parameter, not 12/d
+    d = shard * parallel.cp if shard > 1 else 1
     # the distributed optimizer shards experts over Megatron's expert data-parallel size
     # world/(expert_tp·ep·pp); a partial optimizer_shard keeps the same share of it
-    d_experts = 1.0 if d == 1 else d / parallel.dp * parallel.world_size / (
+    d_experts = 1.0 if shard == 1 else shard / parallel.dp * parallel.world_size / (
         parallel.expert_tp_size * parallel.ep * parallel.pp)
     n = dense + experts
     weights, grads = w * n, g * n

@@ -46,7 +46,10 @@ class ParallelConfig:
         sharded: MindSpore's optimizer parallel, Megatron's distributed optimizer. 1 = off.
         Must divide ``dp``.
     zero_stage : int
-        DeepSpeed ZeRO stage 0-3 (used by ``static_memory(scheme="zero")``).
+        ZeRO stage 0-3 (DeepSpeed, FSDP's sharding strategies). Every static-memory
+        scheme counts it (:func:`perfkit.calc.static_memory`): stage 1 shards the optimizer
+        state over the data-parallel ranks (``"mindspore"`` and ``"megatron"`` as their
+        ``optimizer_shard``), 2 the gradients too and 3 the weights (as ``"zero"``).
     recompute : {"none", "selective", "full"}
     recompute_layers : int or sequence of int, optional
         Layers per pipeline stage that are *fully* recomputed (MindFormers
