@@ -352,7 +352,8 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
         t = parallel.optimizer_shard
         has_grad = (parallel.num_micro_batches > 1 or parallel.pp > 1) \
             if gradient_buffer is None else bool(gradient_buffer)
-        weights, grads, optim = w * n / t, (g * n if has_grad else 0.0), o * n / t
+        grad_shard = t if parallel.zero_stage >= 2 else 1  # optimizer_level "level2"
+        weights, grads, optim = w * n / t, (g * n / grad_shard if has_grad else 0.0), o * n / t
         return MemoryBreakdown(scheme, n, weights, grads, optim, weights + grads + optim)
     stage = parallel.zero_stage
     dense, experts = _dense_and_experts(model, parallel, n)
@@ -364,15 +365,16 @@ def static_memory(model: ModelSpec | float, parallel: ParallelConfig,
 
 
 def _with_zero_stage(scheme: str, parallel: ParallelConfig) -> tuple[str, ParallelConfig]:
-    """The scheme and layout that count ``parallel.zero_stage`` under ``scheme``: stage 2
-    or 3 shards gradients (and weights) as ``"zero"`` counts them
-    (:func:`zero_stage_scheme`), stage 1 shards the optimizer state over the data-parallel
-    ranks, which ``"mindspore"`` and ``"megatron"`` count as their ``optimizer_shard``
-    (Megatron-LM's distributed optimizer is ZeRO-1). The step model and this function said
+    """The scheme and layout that count ``parallel.zero_stage`` under ``scheme``: under
+    ``"megatron"`` stage 1 is its distributed optimizer (ZeRO-1: ``optimizer_shard`` =
+    ``dp``) and stage 2 or 3 shards gradients (and weights) as ``"zero"`` counts them
+    (:func:`zero_stage_scheme`); under ``"mindspore"`` they are its optimizer parallel's
+    levels (``optimizer_shard`` = ``dp``, which shards the weights with the optimizer
+    state; from stage 2 the gradient buffer too). The step model and this function said
     the same layout's memory apart (Llama2-7B, dp 8, ZeRO-2: 3.75 bytes per parameter in
     ``estimate_step``, 18 here), and stage 1 was dropped by both."""
     scheme = zero_stage_scheme(scheme, parallel.zero_stage)
-    if parallel.zero_stage == 1 and scheme in ("mindspore", "megatron") \
+    if parallel.zero_stage >= 1 and scheme in ("mindspore", "megatron") \
             and parallel.optimizer_shard == 1 and parallel.dp > 1:
         parallel = dataclasses.replace(parallel, optimizer_shard=parallel.dp)
     return scheme, parallel
@@ -485,19 +487,19 @@ def _deepspeed(model: ModelSpec | float, parallel: ParallelConfig, offload_optim
 def zero_stage_scheme(scheme: str, zero_stage: int) -> str:
     """The static-memory scheme that counts a layout's ZeRO stage.
 
-    ``"mindspore"`` and ``"megatron"`` shard the optimizer state only
-    (``optimizer_shard``). A ``zero_stage`` of 2 or 3 (PyTorch FSDP's ``SHARD_GRAD_OP``
-    and ``FULL_SHARD``, FSDP2, DeepSpeed ZeRO-2/3), which the step model prices as such
-    (:mod:`perfkit.calc.comm`: the parameters' all-gathers at stage 3), shards the
-    gradients too, and at stage 3 the weights: ``"zero"`` counts that, so a run that fits
-    is not reported as holding its whole unsharded model on every device. Other schemes
-    are returned as given.
+    ``"megatron"`` shards the optimizer state only (its distributed optimizer). A
+    ``zero_stage`` of 2 or 3 (PyTorch FSDP's ``SHARD_GRAD_OP`` and ``FULL_SHARD``, FSDP2,
+    DeepSpeed ZeRO-2/3), which the step model prices as such (:mod:`perfkit.calc.comm`:
+    the parameters' all-gathers at stage 3), shards the gradients too, and at stage 3 the
+    weights: ``"zero"`` counts that, so a run that fits is not reported as holding its
+    whole unsharded model on every device. ``"mindspore"`` counts its own optimizer
+    parallel levels (:func:`static_memory`); other schemes are returned as given.
 
     Examples
     --------
     >>> zero_stage_scheme("megatron", 3), zero_stage_scheme("megatron", 1)
     ('zero', 'megatron')
     """
-    if zero_stage >= 2 and scheme in ("mindspore", "megatron"):
+    if zero_stage >= 2 and scheme == "megatron":
         return "zero"
     return scheme

@@ -26,11 +26,24 @@ def _static(zero_stage: int, scheme: str) -> tuple[float, float, tuple[str, ...]
     return p.static_bytes, parameters_per_device(model, par), p.notes
 
 
-@pytest.mark.parametrize("scheme", ["megatron", "mindspore"])
-def test_full_shard_counts_sixteen_bytes_per_parameter_over_the_ranks(scheme: str) -> None:
-    static, n, notes = _static(3, scheme)
+def test_full_shard_counts_sixteen_bytes_per_parameter_over_the_ranks() -> None:
+    static, n, notes = _static(3, "megatron")
     assert static == pytest.approx(16 * n / 8, rel=1e-9)
     assert any("zero_stage 3" in s and "'zero'" in s and "weights too)" in s for s in notes)
+
+
+def test_mindspores_optimizer_parallel_levels_shard_its_own_bytes() -> None:
+    """Under MindSpore's scheme (2 / 2 / 8 bytes per parameter, the seed's ``10N/t + 2N``
+    with a gradient buffer for 4 micro-batches) a ZeRO stage is its optimizer parallel's
+    level: weights and optimizer state over the 8 ranks from stage 1, the gradient buffer
+    too from stage 2. Counted as "zero" (16 / 8), stage 3 read 2 bytes per parameter where
+    MindSpore holds 1.5, and stage 2 held more than stage 1."""
+    by_stage = {z: _static(z, "mindspore") for z in (1, 2, 3)}
+    n = by_stage[1][1]
+    assert by_stage[1][0] == pytest.approx((2 / 8 + 2 + 8 / 8) * n, rel=1e-9)
+    for z in (2, 3):
+        assert by_stage[z][0] == pytest.approx((2 + 2 + 8) / 8 * n, rel=1e-9)
+        assert not any("'zero'" in s for s in by_stage[z][2])
 
 
 def test_gradient_sharding_keeps_the_weights_whole() -> None:
