@@ -40,6 +40,19 @@ STEP_MODELS = ("step",)
 _FIRST_ORDER_DEFAULTS = {"efficiency": 0.5, "comm_efficiency": 0.8}
 
 
+def _why_none(model: ModelSpec, space: SearchSpace | None) -> str:
+    """What in ``space`` the search cannot price, when that is why nothing is left: a pp
+    that does not divide the layers (the search prices even stages; Llama 3 405B's 126
+    layers on 16 stages, its paper's layout, was refused with no word of why)."""
+    uneven = [p for p in (getattr(space, "pp", None) or ()) if model.num_layers % p]
+    if not uneven:
+        return ""
+    return (f" (pp {', '.join(map(str, uneven))} does not divide the model's "
+            f"{model.num_layers} layers: the search prices even stages only; price an "
+            "uneven split with perfkit.calc.estimate_step(..., stage_layers=[...]) or "
+            "perfkit.plan.predict(..., stage_layers=[...]))")
+
+
 def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_size: int,
            memory_limit: float | None = None, *, space: SearchSpace | None = None,
            step_model: str = "step",
@@ -161,7 +174,8 @@ cp_overlap, overhead_s
                               hardware.devices_per_node)
     if cols is None:
         raise InvalidArgumentError("num_devices", f"no valid configuration of {num_devices} "
-                                   f"devices for global_batch_size={global_batch_size}")
+                                   f"devices for global_batch_size={global_batch_size}"
+                                   + _why_none(model, space))
     am = activation_model
     if calibration is not None:
         if rates is not None:
