@@ -1958,6 +1958,18 @@ def walk36_special_files(root: Path) -> list[Case]:
                       "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact,
                       max_s=10.0))
     cases.append(_db_with_pending_log(root))
+    for tag, extra, words in (
+            ("copied", None, ("step 50 given twice, the same row again", "dropped")),
+            ("differs", "50,99999,101963.203,4028.675,105991.878,25744.05,136581.0,0,"
+             "101963.203,17902.5", ("step 50 given more than once with different figures",
+                                    "first row of each read"))):
+        d = _copy_rank(R0, root / f"w36-step-twice-{tag}" / "rank0_ascend_pt")
+        f = d / OUT / "step_trace_time.csv"
+        lines = f.read_bytes().splitlines(keepends=True)
+        assert len(lines) == 2 and lines[1].startswith(b"50,")
+        f.write_bytes(b"".join(lines) + (lines[1] if extra is None else extra.encode() + b"\n"))
+        cases.append(Case(f"step_trace_time-step-twice-{tag}", "load", d, "repaired", words,
+                          ref="R0", check=_tables("steps")))
     d = S.writable_copy(L1, root / "cluster-w36-link-loop",
                         ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
     (d / "loop").symlink_to(".", target_is_directory=True)  # ln -s . loop
