@@ -1958,6 +1958,7 @@ def walk36_special_files(root: Path) -> list[Case]:
                       "kernel_details.csv", failed=(1,), ref="L1", check=_rank0_intact,
                       max_s=10.0))
     cases.append(_db_with_pending_log(root))
+    cases.append(_ranks_of_other_steps(root))
     for tag, extra, words in (
             ("copied", None, ("step 50 given twice, the same row again", "dropped")),
             ("differs", "50,99999,101963.203,4028.675,105991.878,25744.05,136581.0,0,"
@@ -2005,6 +2006,32 @@ def _db_with_pending_log(root: Path) -> Case:
     shutil.rmtree(work)
     return Case("db-write-ahead-log-pending", "load", d, "repaired",
                 ("write-ahead log", "private copy"), ref="DB0", check=_kernels_as_ref)
+
+
+def _ranks_of_other_steps(root: Path) -> Case:
+    """Two ranks whose step tables share no step (rank 1's step 50 renumbered 51 in its
+    step table, kernels and communication): loaded, and said, since each step's figures
+    across ranks would come from one rank without a word."""
+    d = S.writable_copy(L1, root / "cluster-w36-steps-apart",
+                        ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
+    out = d / "rank1_ascend_pt" / OUT
+    _edit_cell(out / "step_trace_time.csv", 0, "Step", "51")
+    rows = _csv_rows(out / "kernel_details.csv")
+    at = rows[0].index("Step Id")
+    _write_rows(out / "kernel_details.csv",
+                [rows[0]] + [[*r[:at], "51" if r[at] == "50" else r[at], *r[at + 1:]]
+                             for r in rows[1:]])
+    comm = json.loads((out / "communication.json").read_text())
+    (out / "communication.json").write_text(json.dumps({"step51": comm.pop("step50"),
+                                                        **comm}))
+
+    def check(got: Any, ref: Any) -> None:
+        assert got.ranks == [0, 1] and not got.failed
+        assert sorted(got[1].steps["step"].tolist()) == [51]
+
+    return Case("cluster-ranks-share-no-step", "load", d, "repaired",
+                ("no step number is recorded by every rank", "rank 0: 50; rank 1: 51"),
+                ref="L1", check=check)
 
 
 def _kernels_as_ref(got: Any, ref: Any) -> None:

@@ -262,6 +262,33 @@ def _note_apart(cluster: Cluster) -> None:
         cluster.meta.notes.append(
             f"run: these ranks look like {len(groups)} separate runs ({parts}: no common "
             "step number or time): load them apart with ranks=[...]")
+        return
+    said = _no_common_step(cluster)
+    if said:
+        cluster.meta.notes.append(said)
+
+
+def _no_common_step(cluster: Cluster) -> str:
+    """A note when the ranks' step tables share no step number (one rank recorded step 50,
+    another step 51): each step's figures across ranks (its slowest rank, the spread over
+    ranks) then come from a single rank, which the pages would not say. "" otherwise."""
+    seen: dict[int, set] = {}
+    for p in cluster.profiles:
+        if p.meta.rank is None:
+            continue
+        steps = p.steps  # small, and what the step breakdown reads first anyway
+        if "step" not in steps.columns:
+            continue
+        numbers = set(steps["step"].dropna().tolist())
+        if numbers:
+            seen[int(p.meta.rank)] = numbers
+    if len(seen) < 2 or set.intersection(*seen.values()):
+        return ""
+    shown = "; ".join(f"rank {r}: {', '.join(str(int(s)) for s in sorted(v)[:3])}"
+                      + (" ..." if len(v) > 3 else "") for r, v in sorted(seen.items())[:4])
+    return (f"steps: no step number is recorded by every rank ({shown}): each step's "
+            "figures across ranks (its slowest rank, the spread over ranks) come from the "
+            "ranks that recorded it; check that the ranks recorded the same steps")
 
 
 def _load_sources(root: Path, kind: str, sources: list[RankSource], ranks: Any, cache: bool,
