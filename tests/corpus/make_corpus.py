@@ -1959,6 +1959,16 @@ def walk36_special_files(root: Path) -> list[Case]:
                       max_s=10.0))
     cases.append(_db_with_pending_log(root))
     cases.append(_ranks_of_other_steps(root))
+    trace = json.loads(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
+    for e in trace["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
+            e["dur"] = 0
+    f = root / "w36-kineto-zero-durations" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps(trace))
+    cases.append(Case("kineto-every-duration-zero", "load", f, "repaired",
+                      ("device tasks lasts 0 µs", "not measured"), ref="KH",
+                      check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
     for tag, extra, words in (
             ("copied", None, ("step 50 given twice, the same row again", "dropped")),
             ("differs", "50,99999,101963.203,4028.675,105991.878,25744.05,136581.0,0,"
@@ -2032,6 +2042,11 @@ def _ranks_of_other_steps(root: Path) -> Case:
     return Case("cluster-ranks-share-no-step", "load", d, "repaired",
                 ("no step number is recorded by every rank", "rank 0: 50; rank 1: 51"),
                 ref="L1", check=check)
+
+
+def _same_count(got: pd.DataFrame, ref: pd.DataFrame) -> None:
+    """The same rows as the intact table (nothing dropped)."""
+    assert len(got) == len(ref) > 0
 
 
 def _kernels_as_ref(got: Any, ref: Any) -> None:

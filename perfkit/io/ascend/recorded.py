@@ -129,6 +129,7 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
     notes.append(f"steps: device tasks recorded only in part for {which} (steps."
                  f"tasks_recorded): the tasks of {file} cover less than half the busy time "
                  f"(computing + not-overlapped communication) that {step_file} gives "
-                 f"{'it' if one else 'them'} ({'; '.join(shown)}{more}); the file was cut "
-                 f"short, so its sums are not {whose} times and the gaps between its tasks "
-                 "are not idle time")
+                 f"{'it' if one else 'them'} ({'; '.join(shown)}{more}): the file holds "
+                 "part of the tasks (cut short), or its step ids, start times or durations "
+                 f"disagree with {step_file} (renumbered, zeroed, in another unit); its sums "
+                 f"are not {whose} times and the gaps between its tasks are not idle time")

@@ -361,10 +361,32 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
                     found.setdefault(name, []).append(
                         f"{n_big} implausibly long {col}{_where(frame, big)} (> "
                         f"{bound / 1e6:,.0f} s: twice the profile's time span or 1 hour)")
+    zeroed = _all_zero_durations(frames.get("kernels"))
     return [f"{_label(name, files, base)}: {', '.join(parts)} set to NA"
             for name, parts in found.items()] + [
         f"{_label(name, files, base)}: {', '.join(parts)} (empty or unreadable): left NA"
-        for name, parts in missing.items()]
+        for name, parts in missing.items()] + (
+        [f"{_label('kernels', files, base)}: {zeroed}"] if zeroed else [])
+
+
+#: Device tasks below which a table of zero durations is not said (a tiny excerpt).
+_ZEROED_MIN = 10
+
+
+def _all_zero_durations(kernels: pd.DataFrame | None) -> str:
+    """Words for a device-task table whose every duration is 0 (at least
+    :data:`_ZEROED_MIN` tasks): a device task always lasts, so such a file lost its
+    durations (written as 0 by a converter, zeroed by hand), and every figure built on
+    them (computing 0, the step all idle) is not measured; else ``""``."""
+    if kernels is None or "dur_us" not in kernels.columns:
+        return ""
+    v = _float(kernels, "dur_us")
+    v = v[np.isfinite(v)]
+    if len(v) < _ZEROED_MIN or np.any(v != 0):
+        return ""
+    return (f"every one of its {len(v):,} device tasks lasts 0 µs, which no task does: "
+            "the durations are lost, and the computing, communication and idle figures "
+            "built on them are not measured")
 
 
 MISSING_SAID = {("kernels", "dur_us")}
