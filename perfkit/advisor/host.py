@@ -262,7 +262,8 @@ def host_bound(ctx: Context) -> list[Finding]:
     tk = ctx.get("tiny", lambda: _ops.tiny_kernels(ctx.tasks))
     if not tk.empty and tk["storm"].fillna(False).astype(bool).any():
         r = tk[tk["storm"].fillna(False).astype(bool)].iloc[0]
-        ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels are shorter than "
+        ev += (f"; {pct(float(r['tiny_count_share']))} of the kernels (communication "
+               "left out) are shorter than "
                f"10 µs (most frequent: {kernel_names(r['top_names'])})")
     ev += _recorded(ctx)
     rec = _fitted(ctx, _LAUNCH_BOUND_ADVICE if launch_bound else _TURNAROUND_ADVICE)
