@@ -68,7 +68,7 @@ def scratch_registry(monkeypatch: Any) -> None:
 def test_every_rule_runs_after_the_rules_it_reads() -> None:
     order = [r.name for r in registered()]
     assert order == [rule_of(f).name for f in advisor.RULES]
-    assert len(order) == len(set(order)) == 22  # with the precision and step-tail rules
+    assert len(order) == len(set(order)) == 23  # with precision, step tail, device idle
     for r in registered():
         for earlier in r.after:
             assert order.index(earlier) < order.index(r.name), (r.name, earlier)

@@ -66,6 +66,8 @@ SHOWN: dict[str, dict[str, str]] = {
     # the gaps between kernels, drawn in the step (or the whole trace, without step marks)
     "host_bound": {"Timeline": "chart:", "Overview": "free (device idle)"},
     "host_stalls": {"Timeline": "chart:", "Overview": "free (device idle)"},
+    # idle time of a profile without device tasks: the Overview's split of the step
+    "device_idle": {"Overview": "free (device idle)"},
     "synchronisation": {"Timeline": "chart:"},
     "schedule_bubble": {"Communication": "pipeline bubble"},
     "stage_imbalance": {"Communication": "Pipeline stage"},

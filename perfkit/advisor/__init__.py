@@ -31,7 +31,7 @@ itself never raises on a loadable profile.
 **Layout.** :mod:`~perfkit.advisor.finding` (the :class:`Finding` type and severity),
 :mod:`~perfkit.advisor.context` (what the rules share), :mod:`~perfkit.advisor.words`
 (numbers and framework terms), one module of rules per area (:mod:`~.cluster`,
-:mod:`~.communication` and :mod:`~.step_tail`, :mod:`~.host`, :mod:`~.operators`,
+:mod:`~.communication` and :mod:`~.step_tail`, :mod:`~.host` and :mod:`~.idle`, :mod:`~.operators`,
 :mod:`~.memory_recompute`, :mod:`~.job`), :mod:`~perfkit.advisor.registry` (where each
 rule declares its area, order, tables, inputs, frameworks and the rules it reads) and
 :mod:`~perfkit.advisor.runner`.
@@ -52,6 +52,7 @@ from . import (
     cluster,
     communication,
     host,
+    idle,
     job,
     memory_recompute,
     operators,
@@ -69,7 +70,7 @@ __all__ = ["Finding", "advise", "advise_iter", "NOTEBOOKS", "RULES", "severity_o
            "COMPUTE_AHEAD"]
 
 #: The areas whose rules register themselves on import (each module's ``@rule``).
-_AREA_MODULES = (cluster, communication, step_tail, host, operators, precision,
+_AREA_MODULES = (cluster, communication, step_tail, host, idle, operators, precision,
                  memory_recompute, job)
 
 RULES = tuple(r.check for r in registered())
