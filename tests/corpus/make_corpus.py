@@ -1959,6 +1959,7 @@ def walk36_special_files(root: Path) -> list[Case]:
                       max_s=10.0))
     cases.append(_db_with_pending_log(root))
     cases.append(_ranks_of_other_steps(root))
+    cases.extend(_named_in_words(root))
     trace = json.loads(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
     for e in trace["traceEvents"]:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
@@ -2042,6 +2043,42 @@ def _ranks_of_other_steps(root: Path) -> Case:
     return Case("cluster-ranks-share-no-step", "load", d, "repaired",
                 ("no step number is recorded by every rank", "rank 0: 50; rank 1: 51"),
                 ref="L1", check=check)
+
+
+def _named_in_words(root: Path) -> list[Case]:
+    """Damage that gave Python's own words ("unexpected KeyError: 'Column Duration(us) does
+    not exist in schema'", "unexpected TypeError: int() argument ... not 'NoneType'"), or
+    refused a whole rank for a tenth of its rows."""
+    import sqlite3
+
+    cases = []
+    d = _copy_rank(R0, root / "w36-header-twice" / "rank0_ascend_pt")
+    f = d / OUT / "kernel_details.csv"
+    lines = f.read_bytes().split(b"\n", 1)
+    assert b",Wait Time(us)," in lines[0]
+    f.write_bytes(lines[0].replace(b",Wait Time(us),", b",Duration(us),") + b"\n" + lines[1])
+    cases.append(Case("kernel_details-column-named-twice", "load", d, "error",
+                      ("names column 'Duration(us)' twice",), "kernel_details.csv"))
+    db = "ascend_pytorch_profiler_0.db"
+    d = _writable_copy(DB0, root / "db-w36-column-renamed" / "rank0_ascend_pt")
+    with sqlite3.connect(d / OUT / db) as con:
+        con.execute("alter table TASK rename column startNs to startedAt")
+    cases.append(Case("db-task-column-renamed", "load", d, "error",
+                      ("table TASK has no column startNs",), db))
+    d = _writable_copy(DB0, root / "db-w36-start-in-words" / "rank0_ascend_pt")
+    with sqlite3.connect(d / OUT / db) as con:
+        con.execute("update TASK set startNs = 'soon' where rowid % 10 = 0")
+        words = con.execute("select count(*) from TASK t join COMPUTE_TASK_INFO c on "
+                            "c.globalTaskId = t.globalTaskId where t.rowid % 10 = 0"
+                            ).fetchone()[0]
+
+    def check(got: Any, ref: Any, lost: int = words) -> None:
+        assert len(got.kernels) == len(ref.kernels) - lost and lost > 0
+
+    cases.append(Case("db-task-start-in-words", "load", d, "repaired",
+                      (f"{words} of", "not a whole number of nanoseconds", "left out"),
+                      ref="DB0", check=check))
+    return cases
 
 
 def _same_count(got: pd.DataFrame, ref: pd.DataFrame) -> None:

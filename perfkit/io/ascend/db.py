@@ -15,11 +15,7 @@ in the text export (:mod:`perfkit.io.ascend.recorded`).
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +24,15 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
-from ...errors import ProfileError, file_boundary
+from ...errors import ProfileError
 from ...format import counted
 from ...profile import ProfileMeta
-from .._common import check_file, note, read_json, with_notes
+from .._common import note, read_json, with_notes
 from ..canonical.categories import category, is_total_op
 from ..canonical.validate import plausible_origin
 from ..chrome.tables import step_index
 from . import rank as ascend_rank
+from .db_file import database, query, required_columns, select, table_names, whole_ns
 from .recorded import mark_recorded
 
 __all__ = ["rank_dir_of", "rank_of", "parse"]
@@ -56,76 +53,6 @@ def rank_of(path: Path, rank_dir: Path) -> int | None:
         return int(m.group(2))
     rid = ascend_rank.read_rank_id(rank_dir) if rank_dir.is_dir() else None
     return rid
-
-
-def _connect(path: Path, private: Path | None = None) -> sqlite3.Connection:
-    """A read-only connection to ``path`` as it is on disk (``immutable``: nothing is
-    written beside it, nor locked), or, with ``private`` (a folder of this process), to a
-    copy of it and its write-ahead log there, which SQLite reads the log into."""
-    magic = check_file(path, "an Ascend profiler SQLite database", text=False)[:16]
-    if magic != b"SQLite format 3\x00":
-        raise ProfileError(path, "not an SQLite database (bad header); expected the Ascend "
-                           "DB export (ascend_pytorch_profiler_{rank}.db / analysis.db)")
-    if private is None:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-    copy = private / path.name
-    shutil.copyfile(path, copy)
-    shutil.copyfile(_wal(path), private / f"{path.name}-wal")
-    return sqlite3.connect(copy)
-
-
-def _wal(path: Path) -> Path:
-    """The write-ahead log SQLite keeps beside ``path`` in WAL mode."""
-    return path.with_name(f"{path.name}-wal")
-
-
-def _has_wal(path: Path) -> int:
-    """Bytes of ``path``'s write-ahead log (0 when there is none): transactions a writer
-    committed but had not yet copied into the database (a profiler that did not close it,
-    a folder copied while it ran). Reading the file alone, as ``immutable`` does, misses
-    them: with rows of ``TASK`` in its log, a rank read 83 of its 191 kernels."""
-    try:
-        return _wal(path).stat().st_size
-    except OSError:
-        return 0
-
-
-@contextmanager
-def _database(path: Path, notes: list[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """An open database whose every failure is a ProfileError naming it (closed after).
-
-    A database with a write-ahead log beside it (:func:`_has_wal`) is read from a private
-    copy of both, so that the log's transactions are in, and a note says so; the user's
-    folder is not written to either way."""
-    with file_boundary(path, "an Ascend profiler SQLite database"), ExitStack() as stack:
-        wal = _has_wal(path)
-        private = Path(stack.enter_context(tempfile.TemporaryDirectory(
-            prefix="perfkit-db-"))) if wal else None
-        con = _connect(path, private)
-        if wal and notes is not None:
-            notes.append(f"{path.name}: read with its write-ahead log {_wal(path).name} "
-                         f"({wal:,} bytes of transactions not yet in the database), from a "
-                         "private copy")
-        try:
-            yield con
-        except sqlite3.Error as exc:
-            raise ProfileError(path, f"SQLite database is damaged or unreadable ({exc}); "
-                               "expected the Ascend DB export") from None
-        finally:
-            con.close()
-
-
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-
-
-def _query(con: sqlite3.Connection, path: Path, sql: str) -> pd.DataFrame:
-    try:
-        return pd.read_sql_query(sql, con)
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
-        raise ProfileError(path, f"query failed ({exc}); expected the Ascend DB schema",
-                           field=sql.split("from")[-1].split()[0] if "from" in sql else None
-                           ) from None
 
 
 @with_notes
@@ -152,7 +79,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     devices: list[str] = []
     if prof_db is not None:
         framework = "mindspore" if "mindspore" in prof_db.name else "pytorch"
-        with _database(prof_db, notes) as con:
+        with database(prof_db, notes) as con:
             origin, groups, rank_db = _read_profiler_db(con, prof_db, tables, notes)
             devices = _npu_names(con)
         files.update({t: str(prof_db) for t in tables})
@@ -162,7 +89,7 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
         notes.append("only analysis.db found: kernels, ops and memory need "
                      "ascend_*_profiler_{rank}.db")
     if analysis is not None:
-        with _database(analysis, notes) as con:
+        with database(analysis, notes) as con:
             _read_analysis_db(con, analysis, tables, origin, notes)
         files.update({t: str(analysis) for t in tables if t not in files})
     else:
@@ -198,7 +125,7 @@ def _npu_names(con: sqlite3.Connection) -> list[str]:
     (:func:`perfkit.analysis.efficiency.hardware.read_device`) turns it into a preset. An
     export without the table, or with another layout, names no device.
     """
-    if "NPU_INFO" not in _tables(con):
+    if "NPU_INFO" not in table_names(con):
         return []
     try:
         rows = con.execute("select name from NPU_INFO").fetchall()
@@ -206,12 +133,6 @@ def _npu_names(con: sqlite3.Connection) -> list[str]:
         return []
     return list(dict.fromkeys(str(r[0]).strip() for r in rows
                               if r[0] is not None and str(r[0]).strip()))
-
-
-def _select(con: sqlite3.Connection, table: str, alias: str, wanted: list[str]) -> str:
-    """Select list of ``wanted`` columns, ``NULL AS x`` for those this DB version lacks."""
-    have = {r[1] for r in con.execute(f'pragma table_info("{table}")')}
-    return ", ".join(f"{alias}.{c}" if c in have else f"NULL AS {c}" for c in wanted)
 
 
 def _strings(con: sqlite3.Connection) -> pd.Series:
@@ -250,7 +171,7 @@ def _pmu_ratios(con: sqlite3.Connection, path: Path, strings: pd.Series) -> pd.D
     if not ratio_ids:
         return None
     try:
-        pmu = _query(con, path, "select globalTaskId, name, value from TASK_PMU_INFO "
+        pmu = query(con, path, "select globalTaskId, name, value from TASK_PMU_INFO "
                                 f"where name in ({', '.join(map(str, ratio_ids))}) "
                                 "order by rowid")
     except ProfileError as exc:  # extra counters: the kernels stand without them
@@ -271,7 +192,7 @@ def _pmu_ratios(con: sqlite3.Connection, path: Path, strings: pd.Series) -> pd.D
 
 def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
                       notes: list[str]) -> tuple[int | None, dict[str, Any], int | None]:
-    have = _tables(con)
+    have = table_names(con)
     if "TASK" not in have and "PYTORCH_API" not in have and "MEMORY_RECORD" not in have:
         raise ProfileError(path, "expected tables TASK / PYTORCH_API / MEMORY_RECORD of the "
                            f"Ascend DB export; found {sorted(have)[:10]}")
@@ -283,14 +204,17 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     starts: list[Any] = []
     kern = None
     if "TASK" in have and "COMPUTE_TASK_INFO" in have:
-        t_cols = _select(con, "TASK", "t", ["startNs", "endNs", "streamId", "taskId",
+        required_columns(con, path, "TASK", ["startNs", "endNs", "globalTaskId"])
+        required_columns(con, path, "COMPUTE_TASK_INFO", ["globalTaskId", "name"])
+        t_cols = select(con, "TASK", "t", ["startNs", "endNs", "streamId", "taskId",
                                              "modelId", "connectionId", "globalTaskId"])
-        c_cols = _select(con, "COMPUTE_TASK_INFO", "c", [
+        c_cols = select(con, "COMPUTE_TASK_INFO", "c", [
             "name", "opType", "taskType", "blockDim", "mixBlockDim", "inputShapes",
             "inputDataTypes", "outputShapes", "waitNs"])
-        kern = _query(con, path, (
+        kern = query(con, path, (
             f"select {t_cols}, {c_cols} from TASK t join COMPUTE_TASK_INFO c "
             "on c.globalTaskId = t.globalTaskId"))
+        kern = whole_ns(kern, ["startNs", "endNs"], f"{path.name} TASK")
         for col in ("name", "opType", "taskType", "inputShapes", "inputDataTypes",
                     "outputShapes"):
             kern[col] = _map(kern[col], strings, f"{path.name} COMPUTE_TASK_INFO.{col}")
@@ -300,10 +224,10 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         if pmu is not None:
             kern = kern.join(pmu, on="globalTaskId")
         if "COMMUNICATION_OP" in have:
-            cols = _select(con, "COMMUNICATION_OP", "o", ["opName", "startNs", "endNs",
+            cols = select(con, "COMMUNICATION_OP", "o", ["opName", "startNs", "endNs",
                                                           "connectionId", "opType", "waitNs",
                                                           "dataType", "count"])
-            comm = _query(con, path, f"select {cols} from COMMUNICATION_OP o")
+            comm = query(con, path, f"select {cols} from COMMUNICATION_OP o")
             # the collective's input: ``count`` elements of ``dataType`` (an id into
             # ENUM_HCCL_DATA_TYPE: FP32, BFP16, ...), kept as the row's input shape and dtype
             hccl_types = dict(con.execute("select id, name from ENUM_HCCL_DATA_TYPE")
@@ -328,8 +252,10 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         notes.append("kernels: TASK/COMPUTE_TASK_INFO tables missing")
     ops = None
     if "PYTORCH_API" in have:
-        ops = _query(con, path, "select startNs, endNs, globalTid, connectionId, name, type "
-                     "from PYTORCH_API")
+        required_columns(con, path, "PYTORCH_API", ["startNs", "endNs", "name", "type"])
+        ops = query(con, path, "select startNs, endNs, globalTid, connectionId, name, type "
+                    "from PYTORCH_API")
+        ops = whole_ns(ops, ["startNs", "endNs"], f"{path.name} PYTORCH_API")
         enum = {}
         if "ENUM_API_TYPE" in have:
             enum = dict(con.execute("select id, name from ENUM_API_TYPE").fetchall())
@@ -343,7 +269,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         starts.append(ops["startNs"])
     mem_parts = []
     if "MEMORY_RECORD" in have:
-        m = _query(con, path, "select component, timestamp, totalAllocated, totalReserved, "
+        m = query(con, path, "select component, timestamp, totalAllocated, totalReserved, "
                    "totalActive from MEMORY_RECORD")
         mem_parts.append(pd.DataFrame({
             "component": _map(m["component"], strings, f"{path.name} MEMORY_RECORD.component"),
@@ -352,7 +278,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "reserved_bytes": m["totalReserved"].astype(float),
             "active_bytes": m["totalActive"].astype(float), "source": "memory_record"}))
     if "NPU_MODULE_MEM" in have:
-        m = _query(con, path, "select moduleId, timestampNs, totalReserved from NPU_MODULE_MEM")
+        m = query(con, path, "select moduleId, timestampNs, totalReserved from NPU_MODULE_MEM")
         enum = dict(con.execute("select id, name from ENUM_MODULE").fetchall()) \
             if "ENUM_MODULE" in have else {}
         res = m["totalReserved"].astype(float)
@@ -363,14 +289,14 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     starts.extend(part["ts_ns"] for part in mem_parts)
     opm = None
     if "OP_MEMORY" in have:
-        opm = _query(con, path, "select name, size, allocationTime, releaseTime, duration "
+        opm = query(con, path, "select name, size, allocationTime, releaseTime, duration "
                      "from OP_MEMORY")
         opm["name"] = _map(opm["name"], strings, f"{path.name} OP_MEMORY.name")
         starts.append(opm["allocationTime"])
     origin = plausible_origin(*starts)
     spans = pd.DataFrame(columns=["step", "start_ns", "end_ns"])
     if "STEP_TIME" in have:
-        st = _query(con, path, "select id, startNs, endNs from STEP_TIME order by startNs")
+        st = query(con, path, "select id, startNs, endNs from STEP_TIME order by startNs")
         spans = pd.DataFrame({"step": st["id"].astype("int64"), "start_ns": st["startNs"],
                               "end_ns": st["endNs"]})
 
@@ -397,7 +323,7 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
     if ops is not None:
         device = np.full(len(ops), np.nan)
         if kern is not None and "CONNECTION_IDS" in have:
-            conn = _query(con, path, "select id, connectionId from CONNECTION_IDS")
+            conn = query(con, path, "select id, connectionId from CONNECTION_IDS")
             k = pd.DataFrame({"connectionId": kern["connectionId"],
                               "dur": (kern["endNs"] - kern["startNs"]) / 1000.0})
             link = conn.merge(k, on="connectionId").groupby("id")["dur"].sum()
@@ -438,9 +364,9 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
 
 def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.DataFrame],
                       origin: int | None, notes: list[str]) -> None:
-    have = _tables(con)
+    have = table_names(con)
     if "StepTraceTime" in have:
-        s = _query(con, path, "select * from StepTraceTime")
+        s = query(con, path, "select * from StepTraceTime")
         tables["steps"] = pd.DataFrame({
             "step": pd.to_numeric(s["step"], errors="coerce"),
             "computing_us": s.get("computing"),
@@ -465,7 +391,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         return frame[~total].reset_index(drop=True) if total.any() else frame
 
     if "CommAnalyzerTime" in have:
-        t = ops_only(_query(con, path, "select * from CommAnalyzerTime"))
+        t = ops_only(query(con, path, "select * from CommAnalyzerTime"))
         start_ns = np.round(pd.to_numeric(t["start_timestamp"]).to_numpy(np.float64) * 1000)
         tables["comm_ops"] = pd.DataFrame({
             "step": step_num(t["step"]), "group": t["group_name"].astype(TEXT),
@@ -478,7 +404,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         notes.append("comm_ops: analysis.db has no CommAnalyzerTime (profiler level below "
                      "Level1?)")
     if "CommAnalyzerBandwidth" in have:
-        b = ops_only(_query(con, path, "select * from CommAnalyzerBandwidth"))
+        b = ops_only(query(con, path, "select * from CommAnalyzerBandwidth"))
         # one row per packet size; the op-level figures repeat on each
         b = b.drop_duplicates(["step", "type", "hccl_op_name", "group_name", "transport_type"])
         tables["comm_bandwidth"] = pd.DataFrame({
@@ -488,7 +414,7 @@ def _read_analysis_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
             "size_bytes": b["transit_size"] * 1e6, "transit_us": b["transit_time"] * 1000.0,
             "bandwidth_gbps": b["bandwidth"], "large_packet_ratio": b["large_packet_ratio"]})
     if "CommAnalyzerMatrix" in have:
-        mx = ops_only(_query(con, path, "select * from CommAnalyzerMatrix"))
+        mx = ops_only(query(con, path, "select * from CommAnalyzerMatrix"))
         tables["comm_matrix"] = pd.DataFrame({
             "step": step_num(mx["step"]), "group": mx["group_name"].astype(TEXT),
             "name": mx["hccl_op_name"].astype(TEXT),
