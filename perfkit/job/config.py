@@ -128,10 +128,13 @@ def _log_values(path: Path) -> dict[str, FieldValue]:
     if len(times) > 1:
         times = times.iloc[1:]  # the first step includes compilation
     if len(times):
+        again = log.attrs.get("repeated_from_line")
+        caveat = (f"{path.name}: steps logged again from line {again} (two runs in one "
+                  "file): the median mixes them; cut the log to one run") if again else ""
         out["step_time_s"] = FieldValue(float(times.median()) / 1e3, "config",
                                         f"{where}: median per_step_time of "
                                         f"{counted(len(times), 'step line')} (the first step "
-                                        "left out: it compiles)")
+                                        "left out: it compiles)", caveat)
     for name in ("global_batch_size", "seq_length"):
         hit = log.attrs.get("settings", {}).get(name)
         if hit:

@@ -2093,6 +2093,26 @@ def _kernels_as_ref(got: Any, ref: Any) -> None:
 
 
 @builder
+def walk36_log_restarted(root: Path) -> list[Case]:
+    """A training log with a restarted run appended: its steps were read as more steps of
+    one run, and the job's step time from the log (their median) mixed the two runs."""
+    text = (LOGS / "mf_new_trainer_pp.log").read_bytes()
+    f = root / "log-w36-restarted" / "train.log"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(text + text)
+    first = text.count(b"\n")
+
+    def check(got: Any, ref: Any) -> None:
+        """Every step line kept (both runs), the second run said from its first line."""
+        assert len(got) == 2 * len(ref)
+        assert got.attrs["repeated_from_line"] > first
+
+    return [Case("log-run-restarted-and-appended", "training_log", f, "repaired",
+                 ("steps already logged appear again", "cut the log at line"), "train.log",
+                 ref="TRAIN", check=check)]
+
+
+@builder
 def walk36_yaml_twice(root: Path) -> list[Case]:
     """A MindFormers YAML that gives a key twice: the last is read (PyYAML and MindFormers
     keep it), and a note says so with both lines; a key repeated with its own value says

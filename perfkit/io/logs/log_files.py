@@ -312,9 +312,26 @@ def read_training_log(path: str | Path) -> pd.DataFrame:
                        "overflow"):
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     frame["overflow"] = frame["overflow"].astype("boolean")
+    again = _steps_again(frame)
+    if again is not None:
+        frame.attrs["repeated_from_line"] = again
+        notes.append(f"line {again}: steps already logged appear again (a run restarted "
+                     "and appended to this file, or two runs writing one file): every step "
+                     "line is kept, so figures over the steps mix the runs; cut the log at "
+                     f"line {again} to read one")
     frame.attrs["notes"] = notes
     frame.attrs["settings"] = settings
     return frame
+
+
+def _steps_again(frame: pd.DataFrame) -> int | None:
+    """The line of the first step line whose (rank, epoch, step) an earlier line logged,
+    or None. One rank logs each step once; a log of several ranks logs it once per rank."""
+    key = frame[["rank", "epoch", "step"]].astype("string").fillna("-").agg("/".join, axis=1)
+    twice = key.duplicated(keep="first") & frame["step"].notna()
+    if not twice.any():
+        return None
+    return int(frame.loc[twice, "line"].iloc[0])
 
 
 # --------------------------------------------------------------------------------------
