@@ -1960,6 +1960,7 @@ def walk36_special_files(root: Path) -> list[Case]:
     cases.append(_db_with_pending_log(root))
     cases.append(_ranks_of_other_steps(root))
     cases.extend(_named_in_words(root))
+    cases.extend(_written_twice(root))
     trace = json.loads(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
     for e in trace["traceEvents"]:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
@@ -2043,6 +2044,32 @@ def _ranks_of_other_steps(root: Path) -> Case:
     return Case("cluster-ranks-share-no-step", "load", d, "repaired",
                 ("no step number is recorded by every rank", "rank 0: 50; rank 1: 51"),
                 ref="L1", check=check)
+
+
+def _written_twice(root: Path) -> list[Case]:
+    """Every event of a trace written twice, a DB's TASK table copied into itself: each
+    device task (and host operator) counted twice, without a word."""
+    import sqlite3
+
+    trace = json.loads(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
+    trace["traceEvents"] = trace["traceEvents"] * 2
+    f = root / "w36-kineto-events-twice" / "rank0.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps(trace))
+    d = _writable_copy(DB0, root / "db-w36-task-twice" / "rank0_ascend_pt")
+    with sqlite3.connect(d / OUT / "ascend_pytorch_profiler_0.db") as con:
+        con.execute("insert into TASK select * from TASK")
+
+    def same_tables(got: Any, ref: Any) -> None:
+        _same_count(got.kernels, ref.kernels)
+        _same_count(got.ops, ref.ops)
+
+    return [Case("kineto-every-event-twice", "load", f, "repaired",
+                 ("device tasks repeat an earlier one exactly", "host operators repeat"),
+                 ref="KH", check=same_tables),
+            Case("db-task-table-twice", "load", d, "repaired",
+                 ("187 of 378 device tasks repeat an earlier one exactly",), ref="DB0",
+                 check=_kernels_as_ref)]
 
 
 def _named_in_words(root: Path) -> list[Case]:

@@ -26,6 +26,7 @@ from ...errors import ProfileError, file_boundary
 from ...format import plural
 from ...profile import Profile, ProfileMeta
 from ..ascend.rank import OUTPUT_DIR
+from ..canonical.repeated_rows import drop_exact_repeats
 from ..canonical.step_rows import one_row_per_step
 from ..canonical.validate import clean_tables, files_of_tables
 from ..preview import tables_first
@@ -180,6 +181,7 @@ def _checked(source: RankSource, meta: ProfileMeta, tables: dict[str, pd.DataFra
         files = meta.extra.pop("table_files", None) or {}
         meta.notes.extend(clean_tables(tables, files, meta.path))
         meta.notes.extend(one_row_per_step(tables, files, meta.path))
+        meta.notes.extend(drop_exact_repeats(tables, files, meta.path))
         # kept: a note led by a file's name is about the tables that file fed (a tab says it)
         meta.extra["table_files"] = files_of_tables(files, meta.path)
         if meta.rank is not None and not _plausible_rank(meta.rank):
