@@ -1961,6 +1961,7 @@ def walk36_special_files(root: Path) -> list[Case]:
     cases.append(_ranks_of_other_steps(root))
     cases.extend(_named_in_words(root))
     cases.extend(_written_twice(root))
+    cases.extend(_parts_missing(root))
     trace = json.loads(gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
     for e in trace["traceEvents"]:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e:
@@ -2044,6 +2045,37 @@ def _ranks_of_other_steps(root: Path) -> Case:
     return Case("cluster-ranks-share-no-step", "load", d, "repaired",
                 ("no step number is recorded by every rank", "rank 0: 50; rank 1: 51"),
                 ref="L1", check=check)
+
+
+def _parts_missing(root: Path) -> list[Case]:
+    """A part of a rank's record missing that changed its figures without a word: the DB's
+    STEP_TIME table (no task had a step), a step table with its header alone (steps
+    derived), kernel_details.csv without its Accelerator Core column (176 of 191 tasks
+    sorted as 'other')."""
+    import sqlite3
+
+    cases = []
+    d = _writable_copy(DB0, root / "db-w36-no-step-time" / "rank0_ascend_pt")
+    with sqlite3.connect(d / OUT / "ascend_pytorch_profiler_0.db") as con:
+        con.execute("drop table STEP_TIME")
+    cases.append(Case("db-step-time-table-dropped", "load", d, "repaired",
+                      ("has no STEP_TIME table",), ref="DB0",
+                      check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
+    d = _copy_rank(R0, root / "w36-steps-header-only" / "rank0_ascend_pt")
+    f = d / OUT / "step_trace_time.csv"
+    f.write_bytes(f.read_bytes().split(b"\n", 1)[0] + b"\n")
+    cases.append(Case("step_trace_time-header-only", "load", d, "repaired",
+                      ("header and no row", "derived from the device tasks"), ref="R0",
+                      check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
+    d = _copy_rank(R0, root / "w36-no-core-column" / "rank0_ascend_pt")
+    f = d / OUT / "kernel_details.csv"
+    rows = _csv_rows(f)
+    at = rows[0].index("Accelerator Core")
+    _write_rows(f, [r[:at] + r[at + 1:] for r in rows])
+    cases.append(Case("kernel_details-no-core-column", "load", d, "repaired",
+                      ("has no Accelerator Core column", "as 'other'"), ref="R0",
+                      check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
+    return cases
 
 
 def _written_twice(root: Path) -> list[Case]:

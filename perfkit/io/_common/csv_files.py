@@ -103,18 +103,18 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     fields than the header, text that is not UTF-8 (with the offset and line).
     """
     header = read_header(path, what)
-    twice = [h for i, h in enumerate(header) if h and h in header[:i]]
-    if twice:  # which of the two is the column is anyone's guess
-        at = [i + 1 for i, h in enumerate(header) if h == twice[0]]
-        raise ProfileError(path, f"its header names column '{twice[0]}' twice (columns "
-                           f"{' and '.join(map(str, at[:2]))}): which one holds "
-                           f"{twice[0]} cannot be told; expected {what}", line=1)
     missing = [alts[0] for alts in required if find_col(header, *alts) is None]
     if missing:
         shown = ",".join(header[:12]) + (",..." if len(header) > 12 else "")
         raise ProfileError(path, f"expected a header with {plural(len(missing), 'column')} "
                            f"{', '.join(missing)} "
                            f"({what}); found '{shown}'", line=1)
+    twice = [h for i, h in enumerate(header) if h and h in header[:i]]
+    if twice:  # which of the two is the column is anyone's guess
+        at = [i + 1 for i, h in enumerate(header) if h == twice[0]]
+        raise ProfileError(path, f"its header names column '{twice[0]}' twice (columns "
+                           f"{' and '.join(map(str, at[:2]))}): which one holds "
+                           f"{twice[0]} cannot be told; expected {what}", line=1)
     present = {c for c in text_cols if c in header}
     types = {c: pa.string() for c in present}
     wanted = None if columns is None else \

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..._text_dtype import TEXT, text_series
 from ...errors import ProfileError
-from .._common import find_col, int64_series, read_csv, to_float, to_ns
+from .._common import find_col, int64_series, note, read_csv, to_float, to_ns
 from ..canonical.categories import category
 
 __all__ = ["snake", "JOB_COLUMNS"]
@@ -115,10 +115,16 @@ def _kernels(path: Path, ns: dict[str, pa.Array],
     frame["start__ns"] = int64_series(start_ns)
     if "name" not in frame:
         frame["name"] = pd.Series(pd.NA, index=range(n), dtype=TEXT)
+    no_core = n and "core" not in frame and (columns is None or "core" in columns)
     for c in ("type", "core"):
         if c not in frame:
             frame[c] = pd.Series(pd.NA, index=range(n), dtype=TEXT)
     frame["category"] = category(frame["core"], frame["type"], frame["name"])
+    if no_core:  # the core (AI_CORE, AI_CPU, HCCL, ...) sorts most tasks: said, not guessed
+        other = int(frame["category"].eq("other").sum())
+        note(f"kernels: {path.name} has no Accelerator Core column: each task's core (AI "
+             f"Core, AI CPU, communication) is unknown, so tasks are sorted by name and "
+             f"type alone ({other:,} of {n:,} as 'other')")
     for src in header:
         if src in used:
             continue

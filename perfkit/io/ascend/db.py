@@ -299,6 +299,10 @@ def _read_profiler_db(con: sqlite3.Connection, path: Path, tables: dict[str, pd.
         st = query(con, path, "select id, startNs, endNs from STEP_TIME order by startNs")
         spans = pd.DataFrame({"step": st["id"].astype("int64"), "start_ns": st["startNs"],
                               "end_ns": st["endNs"]})
+    elif kern is not None and len(kern):  # the profiler writes it with the tasks
+        notes.append(f"{path.name} has no STEP_TIME table: the device tasks and operators "
+                     "have no step (their figures per step, and the steps' split from them, "
+                     "cannot be made)")
 
     def us(ns: pd.Series) -> np.ndarray:
         v = pd.to_numeric(ns, errors="coerce")

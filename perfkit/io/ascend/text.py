@@ -264,6 +264,9 @@ def _read_small(path: Path) -> tuple[Any, ...]:
     # the small files first: the tables handed over early (below) hold them
     if (out / "step_trace_time.csv").exists():
         raw["steps"] = read("step_trace_time.csv", ("steps",), _steps)
+        if raw["steps"].empty:  # the profiler writes a row per step: said, not guessed at
+            notes.append("steps: step_trace_time.csv has its header and no row: the steps "
+                         "are derived from the device tasks")
     else:
         notes.append("steps: step_trace_time.csv not found")
     if (out / "communication.json").exists():
