@@ -2067,6 +2067,13 @@ def _parts_missing(root: Path) -> list[Case]:
     cases.append(Case("step_trace_time-header-only", "load", d, "repaired",
                       ("header and no row", "derived from the device tasks"), ref="R0",
                       check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
+    d = _copy_rank(R0, root / "w36-steps-in-ms" / "rank0_ascend_pt")
+    f = d / OUT / "step_trace_time.csv"
+    rows = _csv_rows(f)
+    _write_rows(f, [rows[0], [rows[1][0], *(repr(float(v) / 1000) for v in rows[1][1:])]])
+    cases.append(Case("step_trace_time-in-ms", "load", d, "repaired",
+                      ("cover more than the busy time", "another unit (ms for µs)"),
+                      ref="R0", check=lambda got, ref: _same_count(got.kernels, ref.kernels)))
     d = _copy_rank(R0, root / "w36-no-core-column" / "rank0_ascend_pt")
     f = d / OUT / "kernel_details.csv"
     rows = _csv_rows(f)

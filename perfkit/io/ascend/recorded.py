@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
-from ...format import runs_text, share_text
+from ...format import counted, runs_text, share_text
 
-__all__ = ["MIN_COVERED", "covered_us", "mark_recorded"]
+__all__ = ["MIN_COVERED", "OVER_COVERED", "covered_us", "mark_recorded"]
 
 #: A step's tasks are recorded in full when their union covers at least this share of the
 #: step's busy time from the step trace. A full export covers it all (100.0 % on both ranks
@@ -36,6 +36,10 @@ __all__ = ["MIN_COVERED", "covered_us", "mark_recorded"]
 #: wide margin on both sides, so that a small disagreement (a task with a damaged row, a
 #: rounding) never marks a step.
 MIN_COVERED = 0.5
+#: Above this many times a step's busy time, the tasks' union cannot be the same step's
+#: (the union of the tasks the step trace sums can only equal it): the two are in different
+#: units (a step trace divided by 1,000 read 154 µs for a 154 ms step) or runs.
+OVER_COVERED = 1.5
 
 
 def covered_us(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -111,6 +115,15 @@ def mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, notes: list
     comm = np.nan_to_num(col("comm_not_overlapped_us"), nan=0.0)
     busy = col("computing_us") + np.where(with_comm, comm, 0.0)
     known = np.isfinite(busy) & (busy > 0) & np.isfinite(ids)
+    over = known & (covered > OVER_COVERED * np.where(known, busy, 1.0))
+    if over.any() and over.sum() == known.sum():  # every step: the two disagree in scale
+        i = int(np.flatnonzero(over)[0])
+        notes.append(f"steps: the device tasks of {file} cover more than the busy time "
+                     f"{step_file} gives every step ({counted(int(over.sum()), 'step')}; "
+                     f"step {ids[i]:g}: {covered[i] / 1000:,.3g} ms of tasks, "
+                     f"{busy[i] / 1000:,.3g} ms busy): one of the two is in another unit "
+                     "(ms for µs) or from another run; the step figures are the step "
+                     "trace's")
     short = known & (covered < MIN_COVERED * np.where(known, busy, 1.0))
     if not short.any():
         return
