@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._stats import median
-from ..format import share_text
+from ..format import counted, share_text
 from .context import Context
 from .finding import Finding, measured
 from .registry import rule
@@ -26,12 +26,19 @@ __all__ = ["device_idle", "IDLE_SHARE"]
 IDLE_SHARE = 0.05
 
 
+def _on_cpu(ctx: Context) -> bool:
+    """Whether the run had no accelerator (a CPU-only MindSpore or PyTorch run): its "free"
+    time is no device's idle time."""
+    return any(str(getattr(m, "device_type", "") or "").lower() == "cpu"
+               for m in ctx.rank_metas() if m is not None)
+
+
 @rule("host", order=65, needs=("steps",))
 def device_idle(ctx: Context) -> list[Finding]:
     """Free (idle) time in the step of a profile that records no device task: the median
     over ranks of each rank's mean free time per step, when it is at least
     :data:`IDLE_SHARE` of the step; the gap rules say more where the tasks are."""
-    if ctx.has_table("kernels"):
+    if ctx.has_table("kernels") or _on_cpu(ctx):
         return []
     s = ctx.steps
     if "free_us" not in s.columns or not s["free_us"].notna().any():
@@ -41,8 +48,10 @@ def device_idle(ctx: Context) -> list[Finding]:
     step = ctx.step_us
     if not np.isfinite(free) or not np.isfinite(step) or step <= 0 or free < IDLE_SHARE * step:
         return []
+    whose = ("the rank's mean free time per step" if len(per_rank) == 1 else
+             f"the median over {counted(len(per_rank), 'rank')} of each rank's mean free time")
     ev = (f"the device is idle {fmt_time(free)} per step ({share_text(free / step)} of the "
-          f"step), the median over {len(per_rank)} rank(s) of each rank's mean free time")
+          f"step), {whose}")
     if len(per_rank) > 1:
         most, least = per_rank.idxmax(), per_rank.idxmin()
         ev += (f"; rank {most} idles most ({fmt_time(float(per_rank[most]))}), rank "

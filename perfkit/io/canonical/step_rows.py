@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...format import counted
 from .validate import _label
 
 __all__ = ["one_row_per_step"]
@@ -55,11 +56,11 @@ def one_row_per_step(tables: MutableMapping[str, pd.DataFrame], files: Mapping[s
     notes = []
     if copies.any():
         notes.append(f"{where}: {_steps_text(steps.loc[copies, 'step'])} given twice, the "
-                     f"same row again ({int(copies.sum())} row(s) copied): the copies "
-                     "dropped")
+                     f"same row again ({counted(int(copies.sum()), 'row')} copied): the "
+                     "copies dropped")
     if differ.any():
         notes.append(f"{where}: {_steps_text(steps.loc[differ, 'step'])} given more than "
-                     f"once with different figures ({int(differ.sum())} more row(s)): the "
+                     f"once with different figures ({counted(int(differ.sum()), 'more row')}): the "
                      "first row of each read; the others may be another recording of the "
                      "same step numbers")
     return notes

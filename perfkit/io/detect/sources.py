@@ -182,6 +182,11 @@ def _checked(source: RankSource, meta: ProfileMeta, tables: dict[str, pd.DataFra
         meta.notes.extend(clean_tables(tables, files, meta.path))
         meta.notes.extend(one_row_per_step(tables, files, meta.path))
         meta.notes.extend(drop_exact_repeats(tables, files, meta.path))
+        steps = tables.get("steps")
+        if steps is not None and "step" in steps.columns:  # kept: a cluster compares them
+            meta.extra["step_numbers"] = sorted(
+                {int(v) for v in pd.to_numeric(steps["step"], errors="coerce").dropna()
+                 if float(v).is_integer()})
         # kept: a note led by a file's name is about the tables that file fed (a tab says it)
         meta.extra["table_files"] = files_of_tables(files, meta.path)
         if meta.rank is not None and not _plausible_rank(meta.rank):

@@ -273,14 +273,9 @@ def _no_common_step(cluster: Cluster) -> str:
     another step 51): each step's figures across ranks (its slowest rank, the spread over
     ranks) then come from a single rank, which the pages would not say. "" otherwise."""
     seen: dict[int, set] = {}
-    for p in cluster.profiles:
-        if p.meta.rank is None:
-            continue
-        steps = p.steps  # small, and what the step breakdown reads first anyway
-        if "step" not in steps.columns:
-            continue
-        numbers = set(steps["step"].dropna().tolist())
-        if numbers:
+    for p in cluster.profiles:  # the numbers the loader kept: no table is read here
+        numbers = set((p.meta.extra or {}).get("step_numbers") or ())
+        if p.meta.rank is not None and numbers:
             seen[int(p.meta.rank)] = numbers
     if len(seen) < 2 or set.intersection(*seen.values()):
         return ""
