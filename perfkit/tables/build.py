@@ -72,8 +72,9 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     max_rows : int, optional
         Rows shown (the first ones); the table says how many were left out.
     folded_rows : int
-        Rows after ``max_rows`` kept folded: the HTML shows them when the reader opens
-        "N more rows" (no script: a ``<details>`` element). Default 0: left out.
+        Rows after ``max_rows`` kept folded: the HTML shows them in the same table when
+        the reader clicks "show N more rows" (no script: a label that ticks a hidden
+        checkbox, :func:`~perfkit.tables.markup.table_html`). Default 0: left out.
     hot : iterable of bool, optional
         Rows to highlight.
     wrap : sequence of str

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .validate import _label
+from .validate import table_label
 
 __all__ = ["drop_exact_repeats", "KEYS"]
 
@@ -67,7 +67,7 @@ def drop_exact_repeats(tables: MutableMapping[str, pd.DataFrame],
         if not again.any():
             continue
         tables[name] = frame.loc[~again].reset_index(drop=True)
-        notes.append(f"{_label(name, files or {}, base)}: {int(again.sum()):,} of "
+        notes.append(f"{table_label(name, files or {}, base)}: {int(again.sum()):,} of "
                      f"{len(frame):,} {words} repeat an earlier one exactly (same "
                      f"{', '.join(k.replace('_us', '') for k in key)}): recorded twice, the "
                      "copies dropped")

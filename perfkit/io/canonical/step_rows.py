@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ...format import counted
-from .validate import _label
+from .validate import table_label
 
 __all__ = ["one_row_per_step"]
 
@@ -52,7 +52,7 @@ def one_row_per_step(tables: MutableMapping[str, pd.DataFrame], files: Mapping[s
     copies = keyed & steps.astype("string").fillna("<NA>").duplicated(keep="first")
     differ = again & ~copies
     tables["steps"] = steps[~again].reset_index(drop=True)
-    where = _label("steps", files or {}, base)
+    where = table_label("steps", files or {}, base)
     notes = []
     if copies.any():
         notes.append(f"{where}: {_steps_text(steps.loc[copies, 'step'])} given twice, the "

@@ -44,7 +44,7 @@ from ...format import counted, plural
 
 __all__ = ["WINDOW_NS", "MIN_DURATION_BOUND_US", "NEGATIVE_TOLERANCE_US", "INSTANT_COLUMNS",
            "DURATION_COLUMNS", "plausible_origin", "duration_bound_us", "clean_events",
-           "clean_tables", "files_of_tables"]
+           "clean_tables", "files_of_tables", "table_label"]
 
 WINDOW_NS = 7 * 24 * 3600 * 10**9
 """Half-width of the plausible window around the median timestamp (7 days, in ns)."""
@@ -263,7 +263,9 @@ def files_of_tables(files: Mapping[str, Any] | None, base: str = "") -> dict[str
     return out
 
 
-def _label(table: str, files: Mapping[str, Any], base: str) -> str:
+def table_label(table: str, files: Mapping[str, Any], base: str) -> str:
+    """How a note names ``table``: ``"kernels (path/of/its/file)"`` (relative to ``base``),
+    or the table's name alone when its file is not known; the loaders' checks share it."""
     shown = files_of_tables({table: files.get(table)}, base).get(table)
     return f"{table} ({' and '.join(shown)})" if shown else table
 
@@ -362,11 +364,11 @@ def clean_tables(tables: Mapping[str, pd.DataFrame | None], files: Mapping[str, 
                         f"{n_big} implausibly long {col}{_where(frame, big)} (> "
                         f"{bound / 1e6:,.0f} s: twice the profile's time span or 1 hour)")
     zeroed = _all_zero_durations(frames.get("kernels"))
-    return [f"{_label(name, files, base)}: {', '.join(parts)} set to NA"
+    return [f"{table_label(name, files, base)}: {', '.join(parts)} set to NA"
             for name, parts in found.items()] + [
-        f"{_label(name, files, base)}: {', '.join(parts)} (empty or unreadable): left NA"
+        f"{table_label(name, files, base)}: {', '.join(parts)} (empty or unreadable): left NA"
         for name, parts in missing.items()] + (
-        [f"{_label('kernels', files, base)}: {zeroed}"] if zeroed else [])
+        [f"{table_label('kernels', files, base)}: {zeroed}"] if zeroed else [])
 
 
 #: Device tasks below which a table of zero durations is not said (a tiny excerpt).
