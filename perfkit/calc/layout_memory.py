@@ -19,7 +19,7 @@ from .activation import ActivationModel, activation_memory
 from .memory import static_memory, zero_stage_scheme
 from .usable_memory import MEMORY_RESERVE, usable_memory_bytes
 
-__all__ = ["LayoutMemory", "layout_memory"]
+__all__ = ["LayoutMemory", "layout_memory", "uneven_activation"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def layout_memory(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
                            else gradient_bytes).total_bytes
     am = activation_model
     if uneven:
-        act = _uneven_activation(model, parallel, am, activation_convention)
+        act = uneven_activation(model, parallel, am, activation_convention)
     else:
         act = activation_memory(model, parallel, activation_model=am,
                                 convention=activation_convention).total_bytes
@@ -107,9 +107,11 @@ def layout_memory(model: ModelSpec, parallel: ParallelConfig, hardware: Hardware
     return LayoutMemory(static, act, limit, tuple(notes))
 
 
-def _uneven_activation(model: ModelSpec, parallel: ParallelConfig,
-                       am: ActivationModel | None, convention: str) -> float:
-    """Activation bytes of the first stage for an uneven split (as if it held its share)."""
+def uneven_activation(model: ModelSpec, parallel: ParallelConfig,
+                      am: ActivationModel | None, convention: str = "seed") -> float:
+    """Activation bytes of the first stage of an uneven split, as if every stage held
+    ``⌈L / (pp·vpp)⌉`` layers per chunk (the first stage keeps the most micro-batches in
+    flight); NaN where that even model of the split is not a valid layout."""
     even = model.replace(num_layers=parallel.pp * parallel.vpp
                          * -(-model.num_layers // (parallel.pp * parallel.vpp)))
     par = parallel.replace(recompute_layers=None) if parallel.recompute != "selective" \

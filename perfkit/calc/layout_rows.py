@@ -98,12 +98,12 @@ def stage_params(model: ModelSpec, parallel: ParallelConfig,
     if stage_layers is None:
         stages = stage_parameters(model, parallel)
     else:
-        stages = []
-        for s, n in enumerate(stage_layers):
-            # the stage as if every stage held n layers (dense layers first, as the model)
-            even = model.replace(num_layers=n * parallel.pp)
-            par = parallel.replace(vpp=1, recompute_layers=None)
-            stages.append(stage_parameters(even, par)[s])
+        par = parallel.replace(vpp=1, recompute_layers=None)
+        # each stage as if every stage held its n layers (dense layers first, as the
+        # model), once per distinct n
+        evens = {n: stage_parameters(model.replace(num_layers=n * parallel.pp), par)
+                 for n in set(stage_layers)}
+        stages = [evens[n][s] for s, n in enumerate(stage_layers)]
     top = max(stages, key=lambda st: st["total"])
     return {"dense": np.array([top["total"] - top["experts"]]),
             "experts": np.array([top["experts"]])}

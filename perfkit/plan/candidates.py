@@ -9,15 +9,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from ..calc.pipeline import split_layers
 from ..errors import InvalidArgumentError, check_positive_int
 from ..specs import ModelSpec, ParallelConfig
 
 __all__ = ["SearchSpace", "candidates", "candidate_columns", "to_parallel_config", "COLUMNS",
-           "REC_NAMES", "SHARDING"]
+           "REC_NAMES", "SHARDING", "split_of"]
 
 _REC_CODE = {"none": 0, "selective": 1, "full": 2}
 #: The layout columns of a candidate, in the order of :func:`candidates` and of the
@@ -39,8 +41,12 @@ class SearchSpace:
     ----------
     tp, pp, vpp, micro_batch_size : sequences of int, optional
         Allowed values; ``None`` = every power of two dividing the device count (tp at
-        most ``max_tp``), every divisor of the layers for pp, (1, 2, 4) for vpp and
-        (1, 2, 4, 8) for the micro-batch size.
+        most ``max_tp``), for pp every divisor of the layers and every power of two
+        dividing the device count (stages the layers do not divide are split as
+        :func:`perfkit.plan.predict` splits them: :func:`split_of`), (1, 2, 4) for vpp and
+        (1, 2, 4, 8) for the micro-batch size. Fewer micro-batches than stages are
+        searched too (plain 1F1B runs them, at a larger bubble); interleaving needs a
+        multiple of pp.
     max_tp : int, optional
         Largest tp (default: devices per node, so TP stays on the fast links).
     cp : sequence of int, optional
@@ -102,6 +108,31 @@ def _powers_of_two_dividing(n: int, limit: int) -> list[int]:
     return out
 
 
+@lru_cache(maxsize=4096)
+def split_of(num_layers: int, pp: int, vpp: int = 1) -> tuple[int, ...] | None:
+    """Decoder layers per pipeline rank: ``()`` where ``pp · vpp`` divides the layers (the
+    even split), torchtitan's split (:func:`perfkit.calc.pipeline.split_layers`, what
+    :func:`perfkit.plan.predict` assumes) where it does not, None where no split leaves
+    every stage a layer."""
+    if num_layers % (pp * vpp) == 0:
+        return ()
+    try:
+        return split_layers(num_layers, pp, vpp)
+    except InvalidArgumentError:
+        return None
+
+
+def _pp_values(space: SearchSpace, num_layers: int, num_devices: int) -> list[int]:
+    """``space.pp``, else every divisor of the layers and every power of two dividing the
+    devices that splits the layers unevenly (:func:`split_of`)."""
+    if space.pp is not None:
+        return [check_positive_int("pp", p) for p in space.pp]
+    even = {p for p in range(1, num_layers + 1) if num_layers % p == 0}
+    powers = {p for p in _powers_of_two_dividing(num_devices, num_layers)
+              if split_of(num_layers, p)}
+    return sorted(even | powers)
+
+
 def _empty() -> pd.DataFrame:
     return pd.DataFrame(columns=COLUMNS)
 
@@ -140,14 +171,14 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
     cps = space.cp if space.cp is not None else \
         _powers_of_two_dividing(n, check_positive_int("max_cp", space.max_cp))
     cps = [c for c in cps if check_positive_int("cp", c) == 1 or s % (2 * c) == 0]
-    pps = space.pp if space.pp is not None else [p for p in range(1, L + 1) if L % p == 0]
+    pps = _pp_values(space, L, n)
     etps = [0 if e is None else check_positive_int("expert_tp", e) for e in space.expert_tp]
     eps_all = (space.ep if space.ep is not None
                else _powers_of_two_dividing(model.num_experts, model.num_experts)) \
         if model.is_moe else (1,)
     base = []
     for tp, cp, pp in itertools.product(tps, cps, pps):
-        if n % (tp * cp * pp) or L % pp:
+        if n % (tp * cp * pp) or split_of(L, pp) is None:
             continue
         dp = n // (tp * cp * pp)
         expert = [(1, 0)]
@@ -159,10 +190,8 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
             if gbs % (dp * mbs):
                 continue
             m = gbs // (dp * mbs)
-            if pp > 1 and m < pp:
-                continue
             for v in space.vpp:
-                if v > 1 and (pp == 1 or m % pp or L % (pp * v)):
+                if v > 1 and (pp == 1 or m % pp or split_of(L, pp, v) is None):
                     continue
                 base.extend((dp, tp, pp, cp, ep, etp, v, mbs, m) for ep, etp in expert)
     if not base:
@@ -186,7 +215,7 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
     base_index = np.repeat(np.arange(len(b)), len(e))
     dp, tp, pp = rows[:, 0], rows[:, 1], rows[:, 2]
     sp, os_, rec, pick = ext[:, 0], ext[:, 1], ext[:, 2], ext[:, 3]
-    per_stage = L // pp
+    per_stage = _fewest_layers(L, pp, rows[:, 6])
     full = np.where(rec == 2, per_stage, 0)
     fractions = np.asarray(space.full_layer_fractions, dtype=float)
     partial = pick <= -2
@@ -208,6 +237,21 @@ def candidate_columns(model: ModelSpec, num_devices: int, global_batch_size: int
     cols["recompute"] = rec[chosen]
     cols["full_layers_per_stage"] = full[chosen]
     return cols
+
+
+def _fewest_layers(num_layers: int, pp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
+    """The layers of each candidate's lightest pipeline rank: ``L / pp`` for an even
+    split, the fewest of :func:`split_of`'s for an uneven one (so that a partial
+    recompute's layer count fits every stage)."""
+    out = num_layers // pp
+    uneven = num_layers % (pp * vpp) != 0
+    if uneven.any():
+        keys, inverse = np.unique(np.stack([pp[uneven], vpp[uneven]], axis=1), axis=0,
+                                  return_inverse=True)
+        fewest = np.array([min(split_of(num_layers, int(p), int(v)) or (0,))
+                           for p, v in keys])
+        out[uneven] = fewest[inverse.reshape(-1)]
+    return out
 
 
 def to_parallel_config(row: pd.Series) -> ParallelConfig:

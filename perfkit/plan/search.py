@@ -24,7 +24,13 @@ from ..calc.usable_memory import MEMORY_RESERVE, usable_memory_bytes
 from ..errors import InvalidArgumentError, check_fraction, check_positive
 from ..specs import Hardware, ModelSpec
 from ..specs.recompute_ops import resolve_recompute_ops
-from .candidates import SearchSpace, candidate_columns, candidates, to_parallel_config
+from .candidates import (
+    SearchSpace,
+    candidate_columns,
+    candidates,
+    split_of,
+    to_parallel_config,
+)
 from .search_step import evaluate_step_model
 
 __all__ = ["SearchSpace", "search", "candidates", "to_parallel_config", "STEP_MODELS"]
@@ -42,15 +48,14 @@ _FIRST_ORDER_DEFAULTS = {"efficiency": 0.5, "comm_efficiency": 0.8}
 
 def _why_none(model: ModelSpec, space: SearchSpace | None) -> str:
     """What in ``space`` the search cannot price, when that is why nothing is left: a pp
-    that does not divide the layers (the search prices even stages; Llama 3 405B's 126
-    layers on 16 stages, its paper's layout, was refused with no word of why)."""
-    uneven = [p for p in (getattr(space, "pp", None) or ()) if model.num_layers % p]
-    if not uneven:
+    that leaves a stage without a decoder layer (stages the layers do not divide are
+    split as :func:`perfkit.plan.predict` splits them, :func:`split_of`)."""
+    empty = [p for p in (getattr(space, "pp", None) or ())
+             if split_of(model.num_layers, int(p)) is None]
+    if not empty:
         return ""
-    return (f" (pp {', '.join(map(str, uneven))} does not divide the model's "
-            f"{model.num_layers} layers: the search prices even stages only; price an "
-            "uneven split with perfkit.calc.estimate_step(..., stage_layers=[...]) or "
-            "perfkit.plan.predict(..., stage_layers=[...]))")
+    return (f" (pp {', '.join(map(str, empty))} leaves a stage without a decoder layer: "
+            f"the model has {model.num_layers} layers)")
 
 
 def search(model: ModelSpec, hardware: Hardware, num_devices: int, global_batch_size: int,

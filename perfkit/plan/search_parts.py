@@ -113,7 +113,9 @@ def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
                      n: np.ndarray, k: np.ndarray, v: np.ndarray,
                      recompute_ops: tuple[str, ...] | None = None) -> np.ndarray:
     """Activation bytes of the fullest stage (stage 0), as ``activation_memory``
-    (``recompute_ops``: what the selective layers rerun, op by op)."""
+    (``recompute_ops``: what the selective layers rerun, op by op); under a convention
+    other than the seed's, NaN for a split the layers do not divide (counted by
+    :func:`perfkit.plan.search_uneven.uneven_activation_bytes`)."""
     if convention != "seed":
         keys = {name: c[name] for name in
                 ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
@@ -130,7 +132,12 @@ def activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
             return activation_memory(model, par, activation_model=activation_model,
                                      convention=convention).total_bytes
 
-        return lookup(keys, total)
+        # an uneven split's rows are counted on its own split (perfkit.plan.search_uneven)
+        even = model.num_layers % (c["pp"] * c["vpp"]) == 0
+        out = np.full(len(n), np.nan)
+        if even.any():
+            out[even] = lookup({name: values[even] for name, values in keys.items()}, total)
+        return out
     keys = {"mbs": c["micro_batch_size"], "tp": c["tp"], "sp": c["sequence_parallel"],
             "mode": c["recompute"] == 1, "cp": c["cp"]}
     per_layer = lookup(keys, lambda b, t, q, sel, cc: activation_per_layer(

@@ -32,6 +32,12 @@ from .predict import (
     band_residual,
 )
 from .search_parts import activation_bytes, max_stage_params, ranked, static_bytes
+from .search_uneven import (
+    search_stages,
+    uneven_activation_bytes,
+    uneven_layers,
+    uneven_params,
+)
 
 __all__ = ["evaluate_step_model", "search_types"]
 
@@ -84,7 +90,8 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
     """
     peak_dtype, tensor = search_types(calibration, dtype, hw)
     run_dtype = tensor or peak_dtype
-    out = step_times(model, hw, rates, c, params=max_stage_params(model, c),
+    params = uneven_params(model, c, max_stage_params(model, c))
+    out = step_times(model, hw, rates, c, search_stages(model, c), params=params,
                      activation_model=activation_model, dtype=peak_dtype,
                      static_scheme=scheme, tensor_dtype=tensor, recompute_ops=recompute_ops)
     step = out["step_s"]
@@ -96,11 +103,12 @@ def evaluate_step_model(model: ModelSpec, hw: Hardware, c: dict[str, np.ndarray]
         terms.append(sigma * out[name] / step)
     u = np.sqrt(np.sum(np.square(terms), axis=0))
     pp, v, k = (c[name].astype(float) for name in ("pp", "vpp", "full_layers_per_stage"))
-    n = model.num_layers / pp
+    n, k = uneven_layers(model, c, model.num_layers / pp, k)
     static = static_bytes(model, c, scheme, c["num_micro_batches"].astype(float), pp,
                           run_dtype, rates.gradient_bytes)
-    activation = activation_bytes(model, c, activation_model, convention, n, k, v,
-                                  recompute_ops)
+    activation = uneven_activation_bytes(
+        model, c, activation_bytes(model, c, activation_model, convention, n, k, v,
+                                   recompute_ops), activation_model, convention, recompute_ops)
     tokens = c["dp"] * c["micro_batch_size"] * c["num_micro_batches"] * model.seq_length
     devices = c["dp"] * c["tp"] * pp * c["cp"]
     per_device = tokens / (step * devices)
