@@ -427,10 +427,8 @@ def read_rank_table(path: str | Path) -> dict[str, Any] | None:
     import json
 
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigFileError(p, f"cannot read file ({exc.strerror or exc})") from None
+    try:  # UTF-8 or UTF-16 text; binary or undecodable bytes say so (ConfigFileError)
+        data = json.loads(read_config_text(p))
     except json.JSONDecodeError as exc:
         raise ConfigFileError(p, f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
     if not isinstance(data, dict) or "server_list" not in data:
