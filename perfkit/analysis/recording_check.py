@@ -258,6 +258,20 @@ def _unread(row: dict[str, Any], switch: str, fmt: str | None) -> dict[str, Any]
     return {**row, "status": "not checked", "lacks": "", "evidence": why}
 
 
+def _over_ranks(ranks: list[int], world_size: int | None) -> str:
+    """Which ranks the counts are of: all of the job's, or the recorded ones of a larger
+    job (a lone rank 1 is one of at least two: its operators are not "over 2 ranks")."""
+    recorded = len(ranks)
+    world = world_size or max(recorded, max(ranks) + 1)
+    if recorded >= world:
+        return f"over {counted(recorded, 'rank')}"
+    job = f"a job of {'' if world_size else 'at least '}{counted(world, 'rank')}"
+    if recorded == 1:
+        return f"on rank {ranks[0]}, the only one recorded, of {job}"
+    which = ", ".join(map(str, sorted(ranks)[:4])) + (", …" if recorded > 4 else "")
+    return f"on the {recorded:,} recorded ranks ({which}) of {job}"
+
+
 def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
     meta = profile.meta
     level = meta.profiler_level or "unknown"
@@ -285,7 +299,7 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
         rows.append(_row(p, "communication", "communication (comm_ops, bandwidth, matrix)",
                          comm_missing if comm_missing or (world or 1) > 1 else "n/a",
                          "communication operators",
-                         f"{ops_said} over {counted(world, 'rank')}{loader}"))
+                         f"{ops_said} {_over_ranks(ranks, meta.world_size)}{loader}"))
     rows.append(_unread(_pmu_row(p, kernels), "pmu", meta.source_format))
     if p == "torch_npu":
         # perfkit reads the device kernels' shapes from kernel_details.csv, which torch_npu

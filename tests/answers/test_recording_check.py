@@ -277,3 +277,22 @@ def test_a_legacy_rank_without_its_timeline_says_so(tmp_path: Path) -> None:
     row = table.loc["communication (comm_ops, bandwidth, matrix)"]
     assert row["status"] == "missing"
     assert "neither hccl_raw_1.csv nor the timeline is in the folder" in row["evidence"]
+
+
+@pytest.mark.shared_samples
+def test_a_lone_rank_above_zero_is_not_counted_as_two_ranks() -> None:
+    """A walk: mi_run1 holds rank 1 only (every file of it ends in ``_1``), and ``check``
+    said its communication operators ran "over 2 ranks": the job has at least two, the
+    recording one."""
+    import perfkit as pk
+    from perfkit.analysis.recording_check import recording_check
+
+    folder = sample("wild/mi_run1") / "profiler"
+    suffixes = {p.stem.rsplit("_", 1)[-1] for p in folder.iterdir()
+                if p.stem.rsplit("_", 1)[-1].isdigit()}
+    assert suffixes == {"1"}
+    table = recording_check(pk.load(sample("wild/mi_run1"), progress=False))
+    said = table.set_index("analysis").loc["communication (comm_ops, bandwidth, matrix)",
+                                           "evidence"]
+    assert "over 2 ranks" not in said
+    assert said.endswith("on rank 1, the only one recorded, of a job of at least 2 ranks")
