@@ -419,3 +419,20 @@ def test_the_json_gives_the_threshold_and_the_band_apart(sims, capsys) -> None:
     assert verdict["threshold_pct"] == 1.0
     noise = verdict["noise_pct"] or 0.0
     assert verdict["band_pct"] == pytest.approx(max(noise, 1.0))
+
+
+def test_one_step_time_has_no_spread_not_a_spread_of_zero(guide_case: pk.Comparison) -> None:
+    """A walk: a run of one step on one rank read "step 35.9 ms ± 0 µs", and its JSON
+    ``step_spread_ms: 0.0`` where json.md says an unknown figure is null."""
+    from perfkit.compare.page import comparison_text
+    from perfkit.compare.verdict import robust_sigma
+
+    assert math.isnan(robust_sigma([35.9])) and math.isnan(robust_sigma([]))
+    # 1.4826 × median(|x − 2|) = 1.4826 × 1 over 1, 2, 3
+    assert robust_sigma([1.0, 2.0, 3.0]) == pytest.approx(1.4826)
+    one = dataclasses.replace(guide_case, a=dataclasses.replace(
+        guide_case.a, step_spread_ms=robust_sigma([guide_case.a.step_ms]), steps=1,
+        ranks=1))
+    assert one.to_dict()["a"]["step_spread_ms"] is None
+    text = comparison_text(one)
+    assert "its spread is unknown" in text and "± 0" not in text

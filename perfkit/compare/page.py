@@ -104,9 +104,11 @@ def verdict_sentence(v: Any, a_label: str, b_label: str, a_step_ms: float | None
 def _side_line(tag: str, s: Any) -> str:
     # two runs of one name are labelled "A: name" and "B: name" already (build.compare)
     label = s.label if s.label.startswith(f"{tag}: ") else f"{tag}: {s.label}"
+    spread = (" (one step time: its spread is unknown)" if _ms(s.step_spread_ms) == "–"
+              else f" ± {_ms(s.step_spread_ms)} over steps and ranks")
     return (f"{label} ({s.format}, {s.ranks} rank{'s' * (s.ranks != 1)}, "
-            f"{s.steps} step{'s' * (s.steps != 1)}): step {_ms(s.step_ms)} ± "
-            f"{_ms(s.step_spread_ms)} over steps and ranks  [{s.path}]")
+            f"{s.steps} step{'s' * (s.steps != 1)}): step {_ms(s.step_ms)}{spread}  "
+            f"[{s.path}]")
 
 
 def _tables(cmp: Any, n_operators: int) -> list[tuple[str, list[str], list[list[str]]]]:

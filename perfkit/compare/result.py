@@ -29,7 +29,8 @@ class Side:
     step_ms : float
         Median over the steps of the slowest rank's wall (device span + wait before it).
     step_spread_ms : float
-        Robust spread (1.4826 × MAD) of the walls of every (rank, step).
+        Robust spread (1.4826 × MAD) of the walls of every (rank, step); NaN (None in
+        JSON) for a single one.
     steps, ranks : int
     format : str
         The loader's ``source_format``.

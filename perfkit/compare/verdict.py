@@ -62,11 +62,12 @@ Z_95 = 1.96
 def robust_sigma(values: Sequence[float] | np.ndarray) -> float:
     """σ estimated from the median absolute deviation: 1.4826 × median(|x − median(x)|).
 
-    Returns NaN for no value; 0 for one.
+    Returns NaN for fewer than two values: one value has no spread to tell (0 would read
+    as "no noise at all").
     """
     x = np.asarray(values, dtype="float64")
     x = x[np.isfinite(x)]
-    if x.size == 0:
+    if x.size < 2:
         return math.nan
     return float(MAD_TO_SIGMA * np.median(np.abs(x - np.median(x))))
 
