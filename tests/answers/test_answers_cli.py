@@ -44,6 +44,11 @@ def test_advise_json_matches_the_advisor(capsys: pytest.CaptureFixture[str]) -> 
     # the same profile gives the same ids, and --limit keeps the first ones
     again = _json(["advise", SLOW, "--json", "--limit", "2"], capsys)
     assert [d["id"] for d in again["findings"]] == ids[:2] and again["total"] == len(ids)
+    # --limit 0 lists none and says how many there are, not "none found" (a walk)
+    assert cli.main(["advise", SLOW, "--limit", "0"]) == 0
+    said = capsys.readouterr().out
+    assert f"Findings: {len(ids)} found, none listed (--limit 0" in said
+    assert "nothing abnormal" not in said
 
 
 def test_finding_id_drops_figures_and_keeps_subjects() -> None:

@@ -46,6 +46,9 @@ def advise_text(answer: dict[str, Any]) -> str:
     from ...format import share_text, time_text
 
     found = answer["findings"]
+    if not found and answer["total"]:  # --limit 0: the count, none listed
+        return (f"Findings: {answer['total']:,} found, none listed (--limit 0; perfkit "
+                "advise PATH lists them)")
     if not found:
         return "Findings: none (nothing abnormal found by the advisor)"
     lines = [f"Findings ({len(found)} of {answer['total']}, best first):"]
