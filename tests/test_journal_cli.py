@@ -166,3 +166,35 @@ def test_only_the_ranks_that_did_not_load_are_warned_of() -> None:
                 "the config was not loaded: x.yaml is not YAML",
                 "world size not known")
     assert ranks_not_loaded(problems) == [problems[0]]
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*")}
+
+
+@pytest.mark.slow  # four loads: about 2 s
+def test_nothing_is_written_into_a_profile_folder(profiles: dict, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A walk: ``journal add P --journal P/j.sqlite``, ``journal compare --html P/x.html``
+    and ``compare A B --html A/x.html`` wrote into the profile folder, which
+    ``perfkit report -o`` refuses. Each is refused now, before any work, and the folder is
+    left as it was."""
+    folder = profiles["dp2"]
+    before = _files(folder)
+    code, _, err = _run(capsys, "journal", "add", str(folder), "--journal",
+                        str(folder / "j.sqlite"))
+    assert code == 2 and "--journal:" in err and "does not write into profile folders" in err
+    j = str(tmp_path / "runs.sqlite")
+    for name in ("dp2", "pp2"):
+        assert _run(capsys, "journal", "add", str(profiles[name]), "--journal", j)[0] == 0
+    code, _, err = _run(capsys, "journal", "compare", "dp2", "pp2", "--journal", j,
+                        "--html", str(folder / "x.html"))
+    assert code == 2 and "--html:" in err and str(folder) in err
+    code, _, err = _run(capsys, "compare", str(profiles["pp2"]), str(folder), "--html",
+                        str(folder / "x.html"))
+    assert code == 2 and "--html:" in err and "does not write into profile folders" in err
+    assert _files(folder) == before
+    # beside the profiles, it is written
+    code, out, _ = _run(capsys, "compare", str(profiles["pp2"]), str(folder), "--html",
+                        str(tmp_path / "x.html"))
+    assert code == 0 and (tmp_path / "x.html").is_file()

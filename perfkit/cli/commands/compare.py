@@ -19,7 +19,7 @@ from ...compare import DEFAULT_THRESHOLD_PCT, compare
 from ...compare.verdict import NOT_ONE_JOB
 from ...errors import PerfkitError, RunsFound
 from ...journal import default_journal_path
-from ..args import paragraph, run_id
+from ..args import outside_profiles, paragraph, run_id
 
 __all__ = ["add_parser", "run", "EPILOG"]
 
@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         target = Path(args.html).expanduser()
         if not target.parent.is_dir():
             raise PerfkitError(f"--html: the folder {target.parent} does not exist")
+        outside_profiles("--html", target, (args.a, args.b))
     sides = [_side(ref, run_id_, flag) for ref, run_id_, flag in
              ((args.a, args.run_a, "--run-a"), (args.b, args.run_b, "--run-b"))]
     try:

@@ -36,7 +36,7 @@ from ...journal import (
     runs_text,
 )
 from ...journal.record.measure import ranks_not_loaded
-from ..args import config_paths, paragraph
+from ..args import config_paths, outside_profiles, paragraph
 
 __all__ = ["add_parser", "run", "EPILOG"]
 
@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     path = _path(args)
     if action == "add":
+        outside_profiles("--journal", path, (args.path,))
         configs = config_paths(args.config)
         if path.exists():  # checked before measuring; duplicates found before loading
             journal = Journal(path)
@@ -156,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
         if target is not None and not target.parent.is_dir():  # before any work
             raise PerfkitError(f"--html: the folder {target.parent} does not exist")
         first, second = journal.run(args.a), journal.run(args.b)
+        if target is not None:
+            outside_profiles("--html", target, (journal.profile_path(first),
+                                                journal.profile_path(second)))
         if first.id == second.id:  # nothing can have changed: a slip, not a comparison
             raise PerfkitError(f"{args.a!r} and {args.b!r} are the same run (#{first.id} "
                                f"{first.label!r}): name two different runs (perfkit "
