@@ -24,6 +24,7 @@ __all__ = [
     "ProfileError",
     "PathNotFoundError",
     "RunsFound",
+    "RunNotFoundError",
     "PerfkitWarning",
     "check_positive",
     "check_non_negative",
@@ -157,6 +158,32 @@ class RunsFound(ProfileError):
         super().__init__(path, f"{len(self.runs)} separate runs found, not merged ({listing})"
                          f"{twice}; load one with perfkit.load(path, run={first}) (an id or a "
                          "name) or list them with perfkit.runs(path)")
+
+
+class RunNotFoundError(ProfileError):
+    """``run=`` names none of the runs a folder holds (an argument's error: the folder is
+    fine); ``runs`` are those it holds, to choose from.
+
+    Attributes
+    ----------
+    runs : list of perfkit.io.detect.runs.Run
+    parameter : str
+        ``"run"``.
+    """
+
+    code = "invalid_argument"
+    parameter = "run"
+
+    def __init__(self, path: object, problem: str, runs: Iterable[Any] = ()) -> None:
+        self.runs = list(runs)
+        super().__init__(path, problem)
+
+    @classmethod
+    def among(cls, runs: Iterable[Any]) -> Callable[[object, str], RunNotFoundError]:
+        """The ``error`` of :func:`perfkit.io.detect.runs.pick_run`: this error, with the
+        ``runs`` it chose from."""
+        found = list(runs)
+        return lambda path, problem: cls(path, problem, found)
 
 
 class PerfkitWarning(UserWarning):

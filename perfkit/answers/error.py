@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import PerfkitError, RunsFound
+from ..errors import PerfkitError, RunNotFoundError, RunsFound
 from .common import envelope
 from .job import runs_answer
 
@@ -39,8 +39,10 @@ def error_answer(exc: BaseException, *, path: str | None = None,
     ----------
     exc : exception
         A :class:`~perfkit.errors.PerfkitError` (its ``code``; ``several_runs`` also where
-        it was raised from a :class:`~perfkit.errors.RunsFound`), or any other
-        exception (``unexpected``).
+        it was raised from a :class:`~perfkit.errors.RunsFound`; ``invalid_argument``
+        with the runs to choose from for a
+        :class:`~perfkit.errors.RunNotFoundError`), or any other exception
+        (``unexpected``).
     path, parameter : str, optional
         The path and the argument the error is about, where ``exc`` does not say.
 
@@ -51,10 +53,11 @@ def error_answer(exc: BaseException, *, path: str | None = None,
         ``parameter`` (null where not known) and ``runs`` (the ``runs`` answer's rows,
         or null).
     """
-    found = exc if isinstance(exc, RunsFound) else exc.__cause__
-    runs = runs_answer(found.runs)["runs"] if isinstance(found, RunsFound) else None
+    found = exc if isinstance(exc, (RunsFound, RunNotFoundError)) else exc.__cause__
+    runs = runs_answer(found.runs)["runs"] if isinstance(
+        found, (RunsFound, RunNotFoundError)) else None
     if isinstance(exc, PerfkitError):
-        code = "several_runs" if runs is not None else exc.code
+        code = "several_runs" if isinstance(found, RunsFound) else exc.code
         message = " ".join(str(exc).split())
     else:
         code = "unexpected"

@@ -11,14 +11,19 @@ from ..errors import PathNotFoundError, PerfkitError, RunsFound
 __all__ = ["load_path"]
 
 
-def load_path(text: str, run: int | str | None = None, command: str = "info") -> Any:
+def load_path(text: str, run: int | str | None = None, command: str = "info",
+              argument: str = "run") -> Any:
     """Load the profile a command names (a path or ``sample:NAME``).
+
+    ``argument``: the name of the tool's argument that picks a run (``command="mcp"``:
+    ``run``, or ``run_a`` / ``run_b`` of the compare tool).
 
     Raises
     ------
     PerfkitError
         The path does not exist, or it holds several runs and ``run`` is None (the
-        message names ``--run``).
+        message names ``--run``, or the tool's ``argument``, which it keeps as its
+        ``parameter``).
     """
     from ..bundled_samples import path_not_found, resolve_sample
     from ..io.engines.local import load
@@ -29,7 +34,9 @@ def load_path(text: str, run: int | str | None = None, command: str = "info") ->
     try:
         return load(path, run=run)
     except RunsFound as exc:  # the API's advice, in the command's words
-        how = ("give the tool's run argument" if command == "mcp"
+        how = (f"give the tool's {argument} argument" if command == "mcp"
                else f"on the command line: perfkit {command} PATH --run ID")
-        raise PerfkitError(f"{exc}; {how}") from exc
+        said = PerfkitError(f"{exc}; {how}")
+        said.parameter = argument if command == "mcp" else "--run"
+        raise said from exc
 

@@ -97,6 +97,11 @@ def _server_with_answers(base: type) -> type:
     class PerfkitServer(base):  # type: ignore[misc, valid-type]
         async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any,
                             **kw: Any) -> Any:
+            known = [t.name for t in await self.list_tools()]
+            if name not in known:  # the SDK answers plain text: "Unknown tool: NAME"
+                return error_result(error_answer(InvalidArgumentError(
+                    "name", f"no such tool; the tools are {', '.join(known)}", name),
+                    parameter="name"))
             try:
                 return await super().call_tool(name, arguments, *rest, **kw)
             except Exception as exc:
@@ -162,10 +167,12 @@ def build_server(allow: Iterable[str | os.PathLike[str]]) -> Any:
         return _call(tools.check_recording, path, run=run)
 
     @server.tool()
-    def compare(a: str, b: str) -> dict[str, Any]:
+    def compare(a: str, b: str, run_a: int | str | None = None,
+                run_b: int | str | None = None) -> dict[str, Any]:
         """Run b against run a: the verdict (faster, slower, no change) with the noise,
-        where the time went, operators and job changes (the "compare" answer)."""
-        return _call(tools.compare, a, b)
+        where the time went, operators and job changes (the "compare" answer). run_a and
+        run_b pick one of the separate runs a folder holds (list_runs shows them)."""
+        return _call(tools.compare, a, b, run_a=run_a, run_b=run_b)
 
     @server.tool()
     def predict_layout(path: str, run: int | str | None = None, dp: int | None = None,

@@ -65,13 +65,17 @@ class Tools:
             raise PathNotFoundError(path, path_not_found(path))
         return str(real)
 
-    def profile(self, path: str, run: int | str | None = None) -> Any:
-        """The profile at an allowed ``path`` (loaded once per path and run)."""
+    def profile(self, path: str, run: int | str | None = None,
+                argument: str = "run") -> Any:
+        """The profile at an allowed ``path`` (loaded once per path and run);
+        ``argument``: the tool's argument that picks the run, named where a folder holds
+        several."""
         key = (self.check_path(path), run)
         if key not in self._profiles:
             from ..answers.paths import load_path
 
-            self._profiles[key] = load_path(key[0], run=run, command="mcp")
+            self._profiles[key] = load_path(key[0], run=run, command="mcp",
+                                            argument=argument)
         return self._profiles[key]
 
     def open_profile(self, path: str, run: int | str | None = None,
@@ -118,16 +122,19 @@ class Tools:
 
         return check_answer(self.profile(path, run), path=path)
 
-    def compare(self, a: str, b: str) -> dict[str, Any]:
+    def compare(self, a: str, b: str, run_a: int | str | None = None,
+                run_b: int | str | None = None) -> dict[str, Any]:
         """The ``compare`` answer of run ``b`` against run ``a``
-        (``perfkit.compare.compare(a, b).to_dict()``).
+        (``perfkit.compare.compare(a, b).to_dict()``); ``run_a`` and ``run_b`` pick one
+        of the separate runs a folder holds.
 
         Raises
         ------
         PerfkitError
-            ``perfkit.compare`` is not part of this perfkit.
+            ``perfkit.compare`` is not part of this perfkit; a folder of several runs
+            without ``run_a`` / ``run_b`` (named so in the message).
         """
-        pa, pb = self.profile(a), self.profile(b)
+        pa, pb = self.profile(a, run_a, "run_a"), self.profile(b, run_b, "run_b")
         try:
             from ..compare import compare  # type: ignore[attr-defined]
         except ImportError as exc:

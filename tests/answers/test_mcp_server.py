@@ -62,6 +62,7 @@ async def _session_calls(allowed: Path, outside: Path) -> dict[str, Any]:
                 "open_profile", {"path": str(allowed / "nothing-here")})
             out["no_device"] = await session.call_tool(
                 "predict_layout", {"path": str(allowed / "rank0.pt.trace.json.gz")})
+            out["no_tool"] = await session.call_tool("no_such_tool", {})
     return out
 
 
@@ -109,7 +110,9 @@ def test_mcp_server_over_stdio(tmp_path: Path) -> None:
                 "no_path": ("invalid_argument", "path", "open_profile: path: missing"),
                 "missing": ("not_found", None, "profile path not found: "),
                 # a CPU trace names no device: the tool's own argument is named
-                "no_device": ("invalid_argument", "hardware", "give hardware=NAME")}
+                "no_device": ("invalid_argument", "hardware", "give hardware=NAME"),
+                # the SDK answered plain text "Unknown tool: no_such_tool" (a walk)
+                "no_tool": ("invalid_argument", "name", "no such tool; the tools are ")}
     for name, (code, parameter, said) in expected.items():
         assert _is_error(out[name]), name
         error = no_nan(_text(out[name]))
@@ -214,5 +217,17 @@ def test_error_answers_name_their_kind(tmp_path: Path) -> None:
     unexpected = error_answer(ZeroDivisionError("division by zero"))
     assert (unexpected["error"], unexpected["message"]) == (
         "unexpected", "unexpected ZeroDivisionError: division by zero")
-    for answer in (runs, missing, unexpected):
+    # a run id the folder does not hold is the argument's error, with the runs to choose
+    with pytest.raises(PerfkitError) as caught:
+        tools.open_profile(str(folder), run=7)
+    no_run = error_answer(caught.value)
+    assert (no_run["error"], no_run["parameter"]) == ("invalid_argument", "run")
+    assert len(no_run["runs"]) == len(pk.runs(folder)) == 2
+    # compare picks each side's run with its own argument, and names it when missing
+    with pytest.raises(PerfkitError) as caught:
+        tools.compare(str(folder), str(folder), run_a=0)
+    several = error_answer(caught.value)
+    assert (several["error"], several["parameter"]) == ("several_runs", "run_b")
+    assert "give the tool's run_b argument" in several["message"]
+    for answer in (runs, missing, unexpected, no_run, several):
         validate(json.loads(json.dumps(answer)), "error")

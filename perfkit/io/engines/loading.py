@@ -54,7 +54,7 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from ...bundled_samples import resolve_sample
-from ...errors import InvalidArgumentError, ProfileError, RunsFound, boundary
+from ...errors import InvalidArgumentError, ProfileError, RunNotFoundError, RunsFound, boundary
 from ...format import bytes_text
 from ...profile import Cluster, Profile, ProfileMeta
 from ..detect.runs import pick_run
@@ -412,7 +412,8 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
     if kind != "cluster_analysis_output":
         if len(found) > 1 and run is None:
             raise RunsFound(root, found)
-        chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
+        chosen = found[0] if run is None else pick_run(found, run, root,
+                                                       RunNotFoundError.among(found))
         sources = detect.select_ranks(
             root, [s for s in chosen.sources if s.fmt != "not_a_trace"], wanted)
         cluster = not (kind == "profile" and len(sources) == 1)

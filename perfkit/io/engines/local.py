@@ -24,7 +24,14 @@ import numpy as np
 
 from ..._hugepages import with_small_pages
 from ...bundled_samples import resolve_sample
-from ...errors import InvalidArgumentError, PerfkitError, ProfileError, RunsFound, boundary
+from ...errors import (
+    InvalidArgumentError,
+    PerfkitError,
+    ProfileError,
+    RunNotFoundError,
+    RunsFound,
+    boundary,
+)
 from ...format import listed, plural
 from ...profile import Cluster, Profile, ProfileMeta
 from .._common import release_memory
@@ -219,7 +226,7 @@ def load(path: str | os.PathLike[str], ranks: Iterable[int] | None = None, cache
         return cluster_output.load(Path(found[0].sources[0].path), ranks=ranks)
     if len(found) > 1 and run is None:
         raise RunsFound(root, found)
-    chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
+    chosen = found[0] if run is None else pick_run(found, run, root, RunNotFoundError.among(found))
     sources = list(chosen.sources)
     if sources and sources[0].fmt == "cluster_analysis_output":  # one of several profiles
         from ..ascend import cluster_output

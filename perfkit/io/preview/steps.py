@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from ...bundled_samples import resolve_sample
-from ...errors import ProfileError, RunsFound
+from ...errors import RunNotFoundError, RunsFound
 from ...format import counted
 from ...profile import Cluster, Profile
 from ..cache import store as cache
@@ -204,7 +204,7 @@ def preview(path: str | os.PathLike[str], run: Any = None, *, read_steps: bool =
             seconds=time.perf_counter() - t0, steps_final=profile is not None)
     if len(found) > 1 and run is None:
         raise RunsFound(root, found)
-    chosen = found[0] if run is None else pick_run(found, run, root, ProfileError)
+    chosen = found[0] if run is None else pick_run(found, run, root, RunNotFoundError.among(found))
     sources = [s for s in chosen.sources if s.fmt not in ("not_a_trace", "unreadable")]
     size = input_bytes(sources)
     cached = bool(sources) and cache.usable_for(root) and all(
