@@ -37,7 +37,7 @@ def test_info_heads_its_text_with_the_ranks_not_loaded(
     captured = capsys.readouterr()
     head = captured.out.splitlines()[:10]
     assert head[1] == ("  warning: 1 of 2 ranks could not be loaded (rank 1): every figure "
-                       "below is of the 1 loaded")
+                       "below is of the 1 rank loaded")
     assert any(line.split() == ["ranks", "1", "(0);", "1", "more", "not", "loaded", "(rank",
                                 "1:", "see", "the", "notes)"] for line in head)
     # the progress line does not read as if both were loaded

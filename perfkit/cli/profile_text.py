@@ -414,7 +414,8 @@ def profile_info_text(profile_or_path: Any, n_findings: int = 5,
         if failed:
             lines += _wrap(f"warning: {len(failed)} of {n + len(failed)} ranks could not be "
                            f"loaded (rank{'s' * (len(failed) > 1)} {', '.join(failed)}): "
-                           f"every figure below is of the {n} loaded", "  ")
+                           f"every figure below is of the {counted(n, 'rank')} loaded",
+                           "  ")
         lines += [f"  {name:<15}{value}" for name, value in facts]
         for note in every_note(profile):
             lines += _wrap(f"note: {note}", "  ")
