@@ -32,7 +32,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
-           "time_text", "time_unit", "share_text", "signed_share_text", "bytes_text", "bytes_unit",
+           "time_text", "time_unit", "share_text", "part_share_text", "signed_share_text",
+           "bytes_text", "bytes_unit",
            "rate_text",
            "is_missing", "WARNING_MARK", "plural", "counted", "listed", "runs_text",
            "ratio_text", "world_size_text", "ranges_text", "ranks_text"]
@@ -190,6 +191,21 @@ def share_text(fraction: Any, decimals: int = 1) -> str:
     if is_missing(fraction):
         return MISSING
     return f"{100.0 * float(fraction):,.{decimals}f} %"
+
+
+def part_share_text(fraction: Any, decimals: int = 0) -> str:
+    """A share of a count as a percentage that never reads as all or none when it is
+    not: ``23_622 / 23_640`` → ``"99.9 %"`` (not ``"100 %"``), ``1 / 5000`` → ``"0.02 %"``
+    (not ``"0 %"``); more decimals only where ``decimals`` would round to 0 or 100, and
+    ``"< 0.01 %"`` / ``"> 99.99 %"`` beyond; ``"–"`` when missing."""
+    if is_missing(fraction):
+        return MISSING
+    f = float(fraction)
+    for d in range(decimals, max(decimals, 2) + 1):
+        value = round(100.0 * f, d)
+        if not ((value >= 100 and f < 1) or (value <= 0 < f)):
+            return share_text(f, d)
+    return "< 0.01 %" if f < 0.5 else "> 99.99 %"
 
 
 def signed_share_text(fraction: Any, decimals: int = 1) -> str:

@@ -31,7 +31,7 @@ import pandas as pd
 
 from .._text_dtype import TEXT
 from ..errors import PerfkitError
-from ..format import counted, share_text
+from ..format import counted, part_share_text
 from ._tasks import PMU_COMPUTE, PMU_MEMORY, PMU_RATIOS, pmu_maxima
 
 __all__ = ["COLUMNS", "SWITCHES", "UNREAD_IN_FORMAT", "recording_check"]
@@ -194,8 +194,8 @@ def _torch_rows(profile: Any) -> list[dict[str, Any]]:
     share = _shapes_share(ops)
     rows = [_row(p, "shapes", "operator shapes (FLOPs, roofline, the model read from "
                  "the trace)", share < SHAPES_MIN_SHARE,
-                 "operator input shapes", f"{share_text(share, 0)} of {len(ops):,} host operators "
-                 "carry input shapes")]
+                 "operator input shapes", f"{part_share_text(share)} of {len(ops):,} host "
+                 "operators carry input shapes")]
     memory = _table(profile, "memory")
     rows.append(_row(p, "memory", "memory over time and its peak", memory.empty,
                      "allocator samples", f"{len(memory):,} memory samples"))
@@ -308,7 +308,7 @@ def _ascend_rows(profile: Any, p: str) -> list[dict[str, Any]]:
         share = _shapes_share(kernels)
         rows.append(_row(p, "shapes", "host operators' shapes (operator_details.csv; "
                          "perfkit's FLOPs and roofline use the kernels' shapes instead)",
-                         None, "", f"{share_text(share, 0)} of {len(kernels):,} device "
+                         None, "", f"{part_share_text(share)} of {len(kernels):,} device "
                          "kernels carry input shapes (kernel_details.csv, written whatever "
                          "record_shapes says)"))
     memory, op_memory = _table(profile, "memory"), _table(profile, "op_memory")

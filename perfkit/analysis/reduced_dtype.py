@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .._text_dtype import TEXT
-from ..format import counted, share_text
+from ..format import counted, part_share_text
 from ._frames import collect, is_lazy_frame
 from .backward_pass import forward_only_operators
 from .collectives import comm_op_type
@@ -107,7 +107,7 @@ class ReducedGradient:
         """A plain sentence saying what the profile records."""
         said = (f"{self.collectives} all-reduce or reduce-scatter records among the "
                 f"profile's {self.source} move {self.dtype} data, {self.element_bytes} bytes "
-                f"per element ({share_text(self.share, 0)} of the bytes its reductions record)")
+                f"per element ({part_share_text(self.share)} of the bytes its reductions record)")
         if self.metrics:
             said += (f"; {counted(self.metrics, 'record')} of fewer than "
                      f"{METRIC_ELEMENTS:,} elements left out, as a metric's (a loss or a "
