@@ -75,7 +75,10 @@ def test_an_input_error_raised_by_a_cell_has_no_cell_number(
 @pytest.mark.parametrize(("name", "said"), [
     ("graph_0001.ir", "a MindSpore IR graph dump, not a profile: perfkit.load_ir(PATH) reads it"),
     ("job.yaml", "a config, not a profile: give it beside the profile"),
-    ("worker_0.log", "a log, not a profile: give a training log beside the profile")])
+    ("worker_0.log", "a log, not a profile: give a training log beside the profile"),
+    # a zipped profile folder (a walk: "unknown kind of file", no word of unzipping)
+    ("profile.zip", "a zip archive: unzip it and give the folder"),
+    ("profile.tar.gz", "a tar archive: unpack it and give the folder")])
 def test_a_file_read_by_another_reader_is_named_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, said: str) -> None:
     """A walk: ``perfkit info graph.ir`` said "unknown kind of file"; files perfkit reads

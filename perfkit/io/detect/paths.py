@@ -134,6 +134,11 @@ _READ_ELSEWHERE = (
      "a log, not a profile: give a training log beside the profile (perfkit info PROFILE "
      "--config PATH), or read it with perfkit.read_training_log(PATH) or "
      "perfkit.read_memory_log(PATH)"),
+    ((".zip",),
+     "a zip archive: unzip it and give the folder (perfkit unpacks nothing itself), or "
+     "open it with the dashboard's Upload .zip (at most 200 MiB)"),
+    ((".tar", ".tar.gz", ".tgz"),
+     "a tar archive: unpack it and give the folder (perfkit unpacks nothing itself)"),
 )
 
 
