@@ -90,16 +90,25 @@ def calibrated(profile: Any, *, config: Sequence[str] | None = None,
     """
     from ..analysis._shared import shared_results
     from ..job import infer_job
+    from ..job.network import NETWORK
+    from ..job.unknowns import said_no_transformer
     from ..plan import calibrate
     from ..specs import Hardware, ModelSpec
 
     with shared_results():  # the analyses the job is read from: once for both reads
         job = infer_job(profile, config=list(config) if config else None)
+        where = str(profile.meta.path or "the profile")
         if job.training_step() is False:
             raise PerfkitError(
-                "this profile is an inference step, not a training step (it runs no "
-                "backward pass): the step model predicts training steps (forward, backward, "
-                f"optimizer), which is not this run. Its measured figures: {options['info']}")
+                f"{where}: this profile is an inference step, not a training step (it runs "
+                "no backward pass): the step model predicts training steps (forward, "
+                "backward, optimizer), which is not this run. Its measured figures: "
+                f"{options['info']}")
+        if model is None and said_no_transformer(job):  # no preset or file can describe it
+            raise PerfkitError(
+                f"{where}: this is not a transformer ({job.observed[NETWORK][1]}): the step "
+                "model prices transformer layers, so no layout of it can be predicted. Its "
+                f"measured figures: {options['info']}")
         chosen = {"model": _preset(ModelSpec, model, "model", options) if model
                   else job.model,
                   "hardware": _preset(Hardware, hardware, "hardware", options) if hardware

@@ -16,8 +16,8 @@ from ..format import listed, plural
 from .fields import CORE_MODEL, field_label
 from .network import NETWORK
 
-__all__ = ["Unknown", "unknowns", "how_to_set", "PLACES", "PANEL_TITLE", "unknown_labels",
-           "unknown_line", "UNKNOWNS_WHERE"]
+__all__ = ["Unknown", "unknowns", "said_no_transformer", "how_to_set", "PLACES",
+           "PANEL_TITLE", "unknown_labels", "unknown_line", "UNKNOWNS_WHERE"]
 
 #: The title of the panel (and of the section in ``perfkit info`` and the report).
 PANEL_TITLE = "What perfkit could not read"
@@ -97,7 +97,7 @@ def unknowns(job: Any) -> list[Unknown]:
         whole = all(n in missing for n in (*CORE_MODEL, "seq_length"))
         shown = ["its whole shape"] if whole else [field_label(n) for n in missing]
         why = job.detail("name")
-        if _said_no_transformer(job):  # no transformer's fields to read or to give
+        if said_no_transformer(job):  # no transformer's fields to read or to give
             seen = job.observed[NETWORK][1]
             why = (f"this is not a transformer ({seen}): perfkit's model is a "
                    "transformer's, so the figures below that need it do not apply to this "
@@ -163,7 +163,7 @@ def unknowns(job: Any) -> list[Unknown]:
     return out
 
 
-def _said_no_transformer(job: Any) -> bool:
+def said_no_transformer(job: Any) -> bool:
     """Whether the model's line says the profile is no transformer: nothing of a
     transformer's shape known, and convolutions and no attention seen
     (:func:`perfkit.job.network.read_network`)."""
@@ -177,7 +177,7 @@ def _batch_why(job: Any) -> str:
     sequence length's reason (no attention kernel with shapes) said once, above it."""
     why, seq_why = job.detail("global_batch_size"), job.detail("seq_length")
     if job.seq_length is None and seq_why and job.detail("micro_batch_size").startswith(seq_why):
-        above = "not a transformer" if _said_no_transformer(job) else \
+        above = "not a transformer" if said_no_transformer(job) else \
             "as the sequence length"
         return why.replace(f"({seq_why})", f"({above}, above)")
     return why

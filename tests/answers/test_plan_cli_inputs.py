@@ -99,6 +99,20 @@ def test_an_inference_profile_is_refused(capsys: pytest.CaptureFixture[str]) -> 
     assert cli.main(["plan", str(qwen)]) == 2
     err = capsys.readouterr().err
     assert "inference step, not a training step" in err and "perfkit info PATH" in err
+    assert err.startswith(f"perfkit: error: {qwen}: ")  # the path it is about (a walk)
+
+
+@pytest.mark.shared_samples
+def test_a_convolutional_network_is_refused_without_asking_for_a_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A walk: ``perfkit plan`` on a ResNet-50 trace asked for ``--model``, where
+    ``perfkit info`` already says it is no transformer (convolutions, no attention: see
+    tests/test_unknowns_not_a_transformer.py, which counts them in the raw file)."""
+    resnet = shared_sample("wild/k_resnet50_nw0")
+    assert cli.main(["plan", str(resnet), "--tp", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"perfkit: error: {resnet}: this is not a transformer (")
+    assert "--model" not in err and err.count("\n") == 1
 
 
 @pytest.mark.shared_samples
