@@ -1992,6 +1992,30 @@ def walk36_special_files(root: Path) -> list[Case]:
     return cases
 
 
+@shared_builder
+def walk37_json_keys_twice(root: Path) -> list[Case]:
+    """A JSON object holding one key twice, as a writer that appended a record again
+    leaves it: JSON keeps one value per key (the decoder the last), and the other copy
+    went without a word. The first operator of communication.json given a second, earlier
+    copy with other times: the rank reads as the intact one, and a note says a key was
+    given twice."""
+    d = _copy_rank(R0, root / "w37-comm-key-twice" / "rank0_ascend_pt")
+    f = d / OUT / "communication.json"
+    text = f.read_text(encoding="utf-8")
+    head = '"collective": {'
+    at = text.index(head) + len(head)
+    key_end = text.index('": {', at) + 1
+    key = text[at:key_end].strip()
+    assert key.startswith('"hcom_')
+    copy = key + ': {"Communication Time Info": {"Start Timestamp(us)": 1.0, ' \
+        '"Elapse Time(ms)": 999.0}, "Communication Bandwidth Info": {}}, '
+    f.write_text(text[:at] + copy + text[at:].lstrip(), encoding="utf-8")
+    return [Case("communication-json-key-twice", "load", d, "repaired",
+                 # the copy: its operator's key and the four keys inside it
+                 ("communication.json: an object holds a key twice (5 keys read over",
+                  "the last copy of each was read"), ref="R0", check=_tables("comm_ops"))]
+
+
 def _db_with_pending_log(root: Path) -> Case:
     """The DB export with rows of ``TASK`` still in its write-ahead log, as a profiler that
     did not close the database (or a copy taken while it ran) leaves it: SQLite in WAL mode

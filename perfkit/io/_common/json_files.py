@@ -6,14 +6,23 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from ...errors import ProfileError
 from .files import check_file, decode_text_bytes
 from .memory import gc_paused
+from .notes import note
 
-__all__ = ["JSON_HEAD_BYTES", "read_json", "describe_json_error", "json_head"]
+__all__ = ["JSON_HEAD_BYTES", "read_json", "describe_json_error", "json_head",
+           "keys_read_over"]
+
+#: One JSON string, and whether a colon follows it (a key). Every string of a document is
+#: one match, scanned in order, so a quote inside a string never starts one.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?')
+#: A quote and a colon with white space between them (``"key" : value``).
+_SPACED_COLON = re.compile(rb'"\s+:')
 
 JSON_HEAD_BYTES = 1 << 20
 """How much of a JSON file :func:`json_head` reads (decompressed) to peek at its header."""
@@ -38,9 +47,42 @@ def read_json(path: Path, what: str) -> Any:
 
     with gc_paused():
         try:
-            return msgspec.json.decode(data)
+            parsed = msgspec.json.decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise ProfileError(path, describe_json_error(data, str(exc), what)) from None
+    lost = keys_read_over(data, parsed)
+    if lost:
+        note(f"{path.name}: an object holds a key twice ({lost:,} key{'s' * (lost > 1)} "
+             "read over in all, those inside the earlier copies included): JSON keeps one "
+             "value per key, and the last copy of each was read")
+    return parsed
+
+
+def keys_read_over(data: bytes, parsed: Any) -> int:
+    """How many keys of ``data`` (a JSON document) the decoder read over because a later
+    copy of their key, or of a key above them, came in the same object (it keeps the
+    last): the keys written (strings followed by a colon) less the keys of every parsed
+    object. 0 for a document whose objects hold each key once.
+
+    Every key ends in a quote and a colon, and a string holds those two only after a
+    backslash, in the file as in the parsed document written again (msgspec, C speed):
+    where the file has no more such pairs than that copy, no key was lost. Only otherwise
+    are the keys counted exactly, string by string and object by object (slower)."""
+    import msgspec
+
+    written_at_most = data.count(b'":') + len(_SPACED_COLON.findall(data))
+    if written_at_most <= msgspec.json.encode(parsed).count(b'":'):
+        return 0
+    written = sum(1 for m in _STRING.finditer(data) if m.group(1))
+    kept, stack = 0, [parsed]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            kept += len(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return max(0, written - kept)
 
 
 def describe_json_error(data: bytes, message: str, what: str) -> str:
