@@ -54,6 +54,18 @@ def test_uncalibrated_moe_rows_equal_predict():
                 np.random.default_rng(2))
 
 
+def test_uneven_stage_rows_equal_predict():
+    """Llama 3 405B's 126 layers on 8 and 16 stages, interleaved or not: predict splits
+    such stages as torchtitan does, and so does the search."""
+    llama = pk.ModelSpec.preset("llama3-405b")
+    space = plan.SearchSpace(tp=(8,), pp=(8, 16), cp=(1,), micro_batch_size=(1,),
+                             vpp=(1, 2))
+    frame = plan.search(llama, H100, 1024, 512, space=space, include_rejected=True)
+    assert (126 % (frame["pp"] * frame["vpp"]) != 0).all()
+    _check_rows(frame, lambda par: plan.predict(None, llama, par, H100), 14,
+                np.random.default_rng(3))
+
+
 @pytest.mark.parametrize("gradient_bytes", [None, 4.0])
 def test_the_default_search_is_predicts_uncalibrated_model(gradient_bytes):
     """Given neither rates nor a calibration, every row is ``predict(None, ...)`` of its
