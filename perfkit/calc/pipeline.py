@@ -137,8 +137,9 @@ def split_layers(num_layers: int, pp: int, vpp: int = 1, first_weight: int = 1,
         return (layers,)
     effective = layers + first_weight + last_weight
     base, extra = divmod(effective, stages)
+    said = f"pp × vpp = {p} × {v} = {stages}" if v > 1 else f"{stages}"
     if base < max(first_weight, last_weight, 1):
-        raise InvalidArgumentError("pp", f"{stages} stages leave a stage without a decoder "
+        raise InvalidArgumentError("pp", f"{said} stages leave a stage without a decoder "
                                    f"layer ({layers} layers, the embedding and head counted "
                                    f"as {first_weight} and {last_weight})", pp)
     per_stage = [base + (1 if s < extra else 0) for s in range(stages)]
@@ -147,8 +148,9 @@ def split_layers(num_layers: int, pp: int, vpp: int = 1, first_weight: int = 1,
     # the last stage takes what is left (the weights may not fill it exactly)
     per_stage[-1] = layers - sum(per_stage[:-1])
     if per_stage[-1] < 1:
-        raise InvalidArgumentError("pp", f"{stages} stages leave the last without a decoder "
-                                   f"layer ({layers} layers)", pp)
+        raise InvalidArgumentError("pp", f"{said} stages leave the last without a decoder "
+                                   f"layer ({layers} layers, the embedding and head counted "
+                                   f"as {first_weight} and {last_weight})", pp)
     return tuple(sum(per_stage[r::p]) for r in range(p))
 
 

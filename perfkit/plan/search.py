@@ -150,7 +150,9 @@ cp_overlap, overhead_s
         fastest that fits; ties go to the one using less memory), sorted by rank. The
         step model's frame also has ``recompute_s``, ``optimizer_s``, ``low_s`` and
         ``high_s`` (the band of :func:`perfkit.plan.predict`), and its ``*_comm_s``
-        columns are each group's *exposed* time.
+        columns are each group's *exposed* time. ``stage_layers``: the decoder layers of
+        each pipeline rank where the layers do not divide by ``pp · vpp``
+        (``"10,11,10,9"``, torchtitan's split, as ``predict`` assumes it), else "".
 
     Raises
     ------
@@ -208,4 +210,17 @@ cp_overlap, overhead_s
     if ops is not None:  # what each selective row reruns (to_parallel_config reads it)
         frame["recompute_ops"] = np.where(frame["recompute"] == "selective",
                                           ",".join(ops), "")
+    frame["stage_layers"] = _stage_layers(model.num_layers, frame)
     return frame
+
+
+def _stage_layers(num_layers: int, frame: pd.DataFrame) -> np.ndarray:
+    """Each row's decoder layers per pipeline rank where the layers do not divide by
+    ``pp · vpp`` (``"10,11,10,9"``: :func:`split_of`, the split ``predict`` assumes), ""
+    where they do."""
+    out = np.full(len(frame), "", dtype=object)
+    pp, vpp = frame["pp"].to_numpy(), frame["vpp"].to_numpy()
+    for p, v in {(int(a), int(b)) for a, b in zip(pp, vpp, strict=True)
+                 if num_layers % (a * b)}:
+        out[(pp == p) & (vpp == v)] = ",".join(map(str, split_of(num_layers, p, v) or ()))
+    return out

@@ -16,12 +16,14 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..calc.pipeline import split_when_uneven
 from ..errors import PerfkitError
 from ..format import bytes_text, time_text
 from ..plan import predict
 from ..plan.assumed import assumed_calibration
 from ..plan.relayout import layout_text, per_device_text, relayout
 from .markup import STYLE, error, note
+from .planner_words import change_words, stages_text
 
 __all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS"]
 
@@ -108,12 +110,16 @@ def prediction_line(pred: Any) -> str:
     1.34 s – 1.48 s), 5,823 tokens/s per device on 16 devices, memory 4.96 GiB of
     57.6 GiB (fits); changes from the run: dp 16 → 8, pp 1 → 2, ...``"""
     p = pred.parallel
-    layout = layout_text(dataclasses.asdict(p))
+    split = split_when_uneven(pred.model.num_layers, p.pp, p.vpp)
+    layout = layout_text(dataclasses.asdict(p)) + stages_text(split[0] if split else None)
     tps = ", " + per_device_text(pred.tokens_per_second_per_device, p.world_size)
     fits = "fits" if pred.fits else "does not fit"
-    changes = (f"; changes from the run: {', '.join(pred.changes)}" if pred.changes
-               else "; the profiled layout itself")
-    return (f"{layout}: step {time_text(pred.step_s * 1e6)} (band "
-            f"{time_text(pred.low_s * 1e6)} – {time_text(pred.high_s * 1e6)}){tps}, memory "
+    changes = (f"; changes from the run: {', '.join(map(change_words, pred.changes))}"
+               if pred.changes else "; the profiled layout itself")
+    band = (f"band {time_text(pred.low_s * 1e6)} – {time_text(pred.high_s * 1e6)}"
+            if pred.low_s > 0 else f"band up to {time_text(pred.high_s * 1e6)}: the "
+            "model's uncertainty is larger than the step itself, so it bounds it from "
+            "above only")
+    return (f"{layout}: step {time_text(pred.step_s * 1e6)} ({band}){tps}, memory "
             f"{bytes_text(pred.memory_bytes)} of {bytes_text(pred.memory_limit_bytes)} "
             f"({fits}){changes}")

@@ -27,7 +27,8 @@ from ..specs import ParallelConfig
 from ..specs.recompute_ops import recompute_ops_text
 
 __all__ = ["gradient_sentence", "scheme_sentence", "comparison_sentence", "recompute_text",
-           "layout_changes", "why_not", "sentence_end", "planned_job_sentence"]
+           "layout_changes", "change_words", "stages_text", "why_not", "sentence_end",
+           "planned_job_sentence"]
 
 
 def gradient_sentence(cal: Calibration) -> str:
@@ -219,6 +220,27 @@ def recompute_text(parallel: ParallelConfig) -> str:
     words = [f"{counted(first[1], 'full layer')} on stage {first[0]}"]
     words += [f"{n} on stage {stage}" for stage, n in rest]
     return "selective + " + ", ".join(words)
+
+
+def stages_text(stage_layers: Any) -> str:
+    """``", stages of 10, 11, 10, 9 layers"`` for an uneven split (the search's
+    ``stage_layers`` text, or a sequence of ints), ``""`` for none."""
+    if stage_layers is None or (isinstance(stage_layers, float) and np.isnan(stage_layers)):
+        return ""
+    layers = (str(stage_layers).split(",") if isinstance(stage_layers, str)
+              else [str(n) for n in stage_layers])
+    layers = [n.strip() for n in layers if n.strip()]
+    return f", stages of {', '.join(layers)} layers" if layers else ""
+
+
+def change_words(change: str) -> str:
+    """One of :attr:`perfkit.plan.Prediction.changes` (``"micro_batch_size 2 → 1"``)
+    with the field named as the page names it (``"micro-batch 2 → 1"``)."""
+    name, _, rest = change.partition(" ")
+    labels = {**_LABELS, "sequence_parallel": "sequence parallel",
+              "recompute_layers": "fully recomputed layers per stage",
+              "zero_stage": "ZeRO stage", "expert_tp": "expert tp"}
+    return f"{labels[name]} {rest}" if name in labels else change
 
 
 def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:

@@ -17,7 +17,7 @@ from ..job import Job
 from ..job.inference_mfu import packed_step
 from ..plan import search, to_parallel_config
 from ..specs import ParallelConfig
-from .planner_words import layout_changes
+from .planner_words import layout_changes, stages_text
 from .prediction_fit import PlannerFit
 
 __all__ = ["ranked_layouts", "best_layouts", "BEST_COLUMNS", "ranking_sentence", "band_text",
@@ -152,7 +152,8 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
     faster = int((others["step_s"] < pred.step_s).sum()) if same else len(others)
     hidden = () if fit.calibrated else ("low_s", "high_s")  # a band only when calibrated
     rows = [{**{c: np.nan if c in hidden else row.get(c, np.nan) for c in BEST_COLUMNS},
-             "changes": layout_changes(parallel, to_parallel_config(row)), "profiled": False,
+             "changes": layout_changes(parallel, to_parallel_config(row))
+             + stages_text(row.get("stage_layers")), "profiled": False,
              "rank": i + 1 + (i >= faster)}
             for i, (_, row) in enumerate(others.head(n).iterrows())]
     own = {"changes": "the profiled layout", "step_s": pred.step_s,
