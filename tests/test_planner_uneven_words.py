@@ -58,3 +58,11 @@ def test_a_split_that_leaves_a_stage_empty_names_pp_and_vpp() -> None:
     said = str(err.value)
     assert "pp × vpp = 2 × 3 = 6 stages" in said
     assert "the embedding and head counted as 1 and 1" in said
+
+
+def test_a_ranked_row_whose_band_reaches_zero_reads_up_to() -> None:
+    from perfkit.widgets.prediction_ranking import band_text
+
+    row = {"step_s": 2.33, "low_s": 0.0, "high_s": 11.0}
+    assert band_text(row) == "2.33 s (up to 11.0 s)"
+    assert band_text({**row, "low_s": 2.0}) == "2.33 s (2.00 s – 11.0 s)"

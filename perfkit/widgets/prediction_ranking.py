@@ -238,12 +238,16 @@ def ranking_sentence(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelCo
 
 
 def band_text(row: Any) -> str:
-    """``"1.21 s (1.15 s – 1.27 s)"`` of a ranked row (no band without a calibration)."""
+    """``"1.21 s (1.15 s – 1.27 s)"`` of a ranked row (no band without a calibration);
+    ``"2.33 s (up to 11.0 s)"`` where the band reaches 0: the model's uncertainty is larger
+    than the step, so it bounds it from above only."""
     step = time_text(float(row["step_s"]) * 1e6)
     if "low_s" not in row or pd.isna(row["low_s"]):
         return step
-    return f"{step} ({time_text(float(row['low_s']) * 1e6)} – " \
-           f"{time_text(float(row['high_s']) * 1e6)})"
+    high = time_text(float(row["high_s"]) * 1e6)
+    if not float(row["low_s"]) > 0:
+        return f"{step} (up to {high})"
+    return f"{step} ({time_text(float(row['low_s']) * 1e6)} – {high})"
 
 
 def memory_text(row: Any) -> str:
