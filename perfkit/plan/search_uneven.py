@@ -9,8 +9,8 @@ counted as one layer). Those candidates are priced on their own stage rows
 (:func:`perfkit.calc.layout_rows.stage_params`) and the activations of their first stage
 (:func:`perfkit.calc.layout_memory.uneven_activation`) — the functions ``predict`` runs for
 one layout, so a row reads the same step and memory in both
-(tests/plan/test_search_uneven.py). Each is computed once per distinct split and
-broadcast, so the search stays vectorised.
+(tests/plan/test_search_step_model.py; the split by hand: tests/plan/test_search_uneven.py).
+Each is computed once per distinct split and broadcast, so the search stays vectorised.
 """
 
 from __future__ import annotations
