@@ -15,6 +15,9 @@ Each is computed once per distinct split and broadcast, so the search stays vect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from ..calc import ActivationModel
@@ -36,17 +39,24 @@ def uneven_rows(model: ModelSpec, c: dict[str, np.ndarray]) -> np.ndarray:
     return np.flatnonzero(model.num_layers % (c["pp"] * c["vpp"]) != 0)
 
 
-def _parallel(c: dict[str, np.ndarray], i: int) -> ParallelConfig:
-    rec = str(REC_NAMES[c["recompute"][i]])
-    k = int(c["full_layers_per_stage"][i])
-    return config(c["dp"][i], c["tp"][i], c["pp"][i], c["cp"][i], c["ep"][i],
-                  c["expert_tp"][i], vpp=int(c["vpp"][i]),
-                  micro_batch_size=int(c["micro_batch_size"][i]),
-                  num_micro_batches=int(c["num_micro_batches"][i]),
-                  sequence_parallel=bool(c["sequence_parallel"][i]),
-                  optimizer_shard=int(c["optimizer_shard"][i]),
-                  zero_stage=int(c["zero_stage"][i]), recompute=rec,
-                  recompute_layers=k if rec == "selective" and k > 0 else None)
+#: The candidate columns a layout is made of (:func:`_parallel`).
+_LAYOUT = ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
+           "num_micro_batches", "sequence_parallel", "optimizer_shard", "zero_stage",
+           "recompute", "full_layers_per_stage")
+
+
+def _parallel(values: Mapping[str, Any]) -> ParallelConfig:
+    """The layout of one candidate, from its :data:`_LAYOUT` values (recompute as its
+    code)."""
+    v = values
+    rec = str(REC_NAMES[int(v["recompute"])])
+    k = int(v["full_layers_per_stage"])
+    return config(v["dp"], v["tp"], v["pp"], v["cp"], v["ep"], v["expert_tp"],
+                  vpp=int(v["vpp"]), micro_batch_size=int(v["micro_batch_size"]),
+                  num_micro_batches=int(v["num_micro_batches"]),
+                  sequence_parallel=bool(v["sequence_parallel"]),
+                  optimizer_shard=int(v["optimizer_shard"]), zero_stage=int(v["zero_stage"]),
+                  recompute=rec, recompute_layers=k if rec == "selective" and k > 0 else None)
 
 
 def search_stages(model: ModelSpec, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -64,8 +74,8 @@ def search_stages(model: ModelSpec, c: dict[str, np.ndarray]) -> dict[str, np.nd
     distinct, group = np.unique(keys, axis=0, return_inverse=True)
     for g, (pp, vpp, _rec, _k) in enumerate(distinct):
         members = uneven[group.reshape(-1) == g]
-        one = stage_rows(model, _parallel(c, int(members[0])),
-                         split_of(model.num_layers, int(pp), int(vpp)))
+        first = {name: c[name][members[0]] for name in _LAYOUT}
+        one = stage_rows(model, _parallel(first), split_of(model.num_layers, int(pp), int(vpp)))
         count = len(one["layers"])
         part = {key: np.tile(one[key], len(members)) for key in _STAGE_KEYS[1:]}
         part["cand"] = np.repeat(members, count)
@@ -128,15 +138,10 @@ def uneven_activation_bytes(model: ModelSpec, c: dict[str, np.ndarray],
     uneven = uneven_rows(model, c)
     if convention == "seed" or not len(uneven):
         return activation
-    names = ("dp", "tp", "pp", "cp", "ep", "expert_tp", "vpp", "micro_batch_size",
-             "num_micro_batches", "sequence_parallel", "optimizer_shard", "zero_stage",
-             "recompute", "full_layers_per_stage")
-    sub = {name: c[name][uneven] for name in names}
-    index = {name: i for i, name in enumerate(names)}
+    sub = {name: c[name][uneven] for name in _LAYOUT}
 
-    def one(*values) -> float:
-        pick = {name: np.array([values[index[name]]]) for name in names}
-        parallel = _parallel(pick, 0)
+    def one(*values: Any) -> float:
+        parallel = _parallel(dict(zip(_LAYOUT, values, strict=True)))
         if parallel.recompute == "selective" and recompute_ops is not None:
             parallel = parallel.replace(recompute_ops=recompute_ops)
         return uneven_activation(model, parallel, activation_model, convention)
