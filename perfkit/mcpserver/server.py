@@ -97,7 +97,9 @@ def _server_with_answers(base: type) -> type:
     class PerfkitServer(base):  # type: ignore[misc, valid-type]
         async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any,
                             **kw: Any) -> Any:
-            known = [t.name for t in await self.list_tools()]
+            known = getattr(self, "_perfkit_tools", None)
+            if known is None:  # the tools are all registered before the first call
+                known = self._perfkit_tools = [t.name for t in await self.list_tools()]
             if name not in known:  # the SDK answers plain text: "Unknown tool: NAME"
                 return error_result(error_answer(InvalidArgumentError(
                     "name", f"no such tool; the tools are {', '.join(known)}", name),
