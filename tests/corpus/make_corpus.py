@@ -732,6 +732,26 @@ def kineto(root: Path) -> list[Case]:
         cases.append(Case(f"kineto-timestamp-{tag}", "load", f, "repaired", ("timestamp",),
                           ref="KH", check=_kineto_one_kernel_ts_na))
 
+    def in_nanoseconds(d: dict[str, Any]) -> None:  # a writer that puts ns in ts and dur
+        for e in d["traceEvents"]:
+            for key in ("ts", "dur"):
+                if isinstance(e.get(key), (int, float)):
+                    e[key] = int(round(e[key] * 1000))
+        d["displayTimeUnit"] = "ns"
+
+    f = mutated("ts-nanoseconds", in_nanoseconds)
+    cases.append(Case("kineto-every-timestamp-in-nanoseconds", "load", f, "error",
+                      ("none with a readable timestamp", "nanoseconds", "divide them by 1,000"),
+                      "rank0.json"))
+
+    def no_ts(d: dict[str, Any]) -> None:
+        for e in d["traceEvents"]:
+            e.pop("ts", None)
+
+    f = mutated("ts-none", no_ts)
+    cases.append(Case("kineto-no-event-has-ts", "load", f, "error",
+                      ("none with a readable timestamp", "missing"), "rank0.json"))
+
     def bad_dur(value: Any) -> Callable[[dict[str, Any]], None]:
         def fn(d: dict[str, Any]) -> None:
             kernels_of(d)[9]["dur"] = value

@@ -127,6 +127,16 @@ def _pa_num(values: list[Any]) -> pa.Array:
 
 
 def _pa_ts(values: list[Any], base_ns: int) -> pa.Array:
+    """Absolute int64 nanoseconds of raw ``ts`` values; :data:`_NA_NS` where unreadable."""
+    return _filled(_ns_of(values, base_ns))
+
+
+def _filled(ns: pa.Array) -> pa.Array:
+    return pc.fill_null(ns, pa.scalar(_NA_NS, pa.int64()))
+
+
+def _ns_of(values: list[Any], base_ns: int) -> pa.Array:
+    """Absolute int64 nanoseconds of raw ``ts`` values; null where none could be read."""
     try:
         arr = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
@@ -134,7 +144,12 @@ def _pa_ts(values: list[Any], base_ns: int) -> pa.Array:
     ns = to_ns(arr, len(values))
     if base_ns:
         ns = pc.add(ns, pa.scalar(base_ns, pa.int64()))
-    return pc.fill_null(ns, pa.scalar(_NA_NS, pa.int64()))
+    return ns
+
+
+def _first_null(arr: pa.Array) -> int:
+    """Index of the first null of ``arr`` (which has one)."""
+    return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
 
 
 def _to_pandas(chunks: list[pa.Array], kind: str, categorical: bool = False) -> Any:
@@ -196,6 +211,7 @@ class _Columns:
             self.chunks["_sparse"] = []
         self.n = 0
         self.mixed: set[str] = set()  # columns already seen holding a value of another type
+        self.unread_ts: list[Any] = []  # the first raw ``ts`` that gave no timestamp, if any
 
     def add(self, evs: list[_Event]) -> None:
         """Convert ``evs`` (in slices, so temporary lists stay small)."""
@@ -207,7 +223,10 @@ class _Columns:
             c["cat"].append(self._str("cat", [e.cat for e in part]))
             c["pid"].append(self._id("pid", [e.pid for e in part]))
             c["tid"].append(self._id("tid", [e.tid for e in part]))
-            c["ts_ns"].append(_pa_ts([e.ts for e in part], 0))
+            ts = _ns_of([e.ts for e in part], 0)
+            if ts.null_count and not self.unread_ts:
+                self.unread_ts.append(part[_first_null(ts)].ts)
+            c["ts_ns"].append(_filled(ts))
             c["dur_us"].append(_pa_num([e.dur for e in part]))
             if self.flows:
                 c["id"].append(self._str("id", [e.id for e in part]))
@@ -386,7 +405,7 @@ class _Builder:
             threads=self.threads, rank=rank, world_size=world,
             backend=None if backend is None else str(backend), is_object=is_object,
             n_events=self.n_events, notes=notes, process_groups=groups,
-            device_properties=props, header=header)
+            device_properties=props, header=header, unread_ts=self.x.unread_ts[:1])
 
 
 def _dict_list(raw: msgspec.Raw) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ This module reads: the file's bytes, the whole-file decode (typed, else the unty
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from pathlib import Path
@@ -28,9 +29,10 @@ from typing import Any
 import msgspec
 
 from ...errors import ProfileError
+from ...format import counted
 from .._common import check_file, decode_text_bytes, describe_json_error, gc_paused, release_memory
 from ..canonical.validate import clean_events
-from .columns import _Builder, _columns
+from .columns import _NA_NS, _Builder, _columns
 from .events import (
     _NO_RAW,
     ARG_COLUMNS,
@@ -132,7 +134,7 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)",
                 out = builder.finish(trace, is_object)
             del builder
             _release_after(out)
-            return _checked(out)
+            return _checked(path, out, what)
     raw, converted = _read_bytes(path, what)
     head = raw[:64].lstrip()
     if head[:3] == b"\xef\xbb\xbf":
@@ -163,7 +165,7 @@ def read_chrome_trace(path: Path, what: str = "a Chrome trace (JSON)",
         out.notes.append(f"{path.name}: {converted} text, converted to UTF-8 (every event "
                          "read as in the UTF-8 file)")
     _release_after(out)
-    return _checked(out)
+    return _checked(path, out, what)
 
 
 def _release_after(trace: ChromeTrace) -> None:
@@ -175,9 +177,38 @@ def _release_after(trace: ChromeTrace) -> None:
 _RELEASE_EVENTS = 100_000
 
 
-def _checked(trace: ChromeTrace) -> ChromeTrace:
+def _checked(path: Path, trace: ChromeTrace, what: str) -> ChromeTrace:
+    """The trace after the plausibility checks; refused when no complete event has a time."""
     trace.notes.extend(clean_events(trace.x, trace.flows, trace.instants))
+    if trace.unread_ts and bool((trace.x["ts_ns"].to_numpy() == _NA_NS).all()):
+        raise ProfileError(path, _no_timestamp(len(trace.x), trace.unread_ts[0], what))
     return trace
+
+
+_MAX_US = (1 << 63) / 1000
+"""Largest ``ts`` (µs) whose nanoseconds fit int64: about 292 years from 1970."""
+
+
+def _no_timestamp(n: int, first: Any, what: str) -> str:
+    """Why a trace none of whose complete events has a readable ``ts`` is refused.
+
+    The Chrome trace format's ``ts`` and ``dur`` are microseconds whatever
+    ``displayTimeUnit`` says (Perfetto and chrome://tracing read them so); a writer that
+    puts nanoseconds since 1970 there gives values no time can have.
+    """
+    lead = f"{counted(n, 'complete event')} (ph 'X'), and none with a readable timestamp (ts)"
+    try:
+        value = float(first)
+    except (TypeError, ValueError, OverflowError):
+        value = math.nan
+    if math.isfinite(value) and abs(value) >= _MAX_US:
+        years = value / 1e6 / (365.25 * 86400)
+        return (f"{lead}: the first is {value:.6g}, which as microseconds (the trace "
+                f"format's unit for ts and dur) is {years:,.0f} years from 1970; the file "
+                "seems to hold nanoseconds: write ts and dur in microseconds (divide them "
+                f"by 1,000) and open it again; expected {what}")
+    shown = "missing" if first is None else repr(first)[:40]
+    return f"{lead} (the first: {shown}); expected {what}, each event's ts a number of µs"
 
 
 STREAM_MIN_BYTES = 16 << 20

@@ -164,6 +164,9 @@ class ChromeTrace:
     header : dict
         The top-level keys of :data:`HEADER_KEYS` the file has (profiler schema, trace id,
         CUPTI / CUDA runtime or roctracer / HIP runtime versions).
+    unread_ts : list
+        The raw ``ts`` of the first complete event whose timestamp could not be read (not a
+        number, or out of int64 nanoseconds' range), as one item; empty when every one was.
     """
 
     x: pd.DataFrame
@@ -181,6 +184,7 @@ class ChromeTrace:
     process_groups: list[dict[str, Any]] = field(default_factory=list)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     header: dict[str, Any] = field(default_factory=dict)
+    unread_ts: list[Any] = field(default_factory=list)
 
     @property
     def device_names(self) -> list[str]:
