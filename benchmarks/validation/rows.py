@@ -40,7 +40,9 @@ TORCHTITAN_DEC_2024 = "d4c86e3758a8"
 #: ``cf2d23a5``, 2022-02-27; the chronicle itself names the "optimized fused softmax
 #: kernel"), with Megatron-DeepSpeed's default dropout 0.1 (``megatron/arguments.py``;
 #: ``tr11-176B-ml.slurm`` sets no dropout): a Megatron GPT layer, ``ActivationModel()``.
-UNFUSED_ATTENTION = ("bigscience-bloom-prequel",)
+#: OneFlow's DLPerf ran Megatron-LM at ``8aa4619f2b2a`` (March 2021), whose attention is the
+#: same three calls (``megatron/model/transformer.py``), dropout 0.1 (amendment 19).
+UNFUSED_ATTENTION = ("bigscience-bloom-prequel", "oneflow-dlperf-megatron")
 
 _INT = ("devices", "per_node", "dp", "tp", "pp", "vpp", "cp", "ep", "micro_batch",
         "num_micro", "global_batch", "seq_length")

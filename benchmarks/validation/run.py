@@ -2,7 +2,7 @@
 
 Run: python benchmarks/validation/run.py [--rows] [--csv PATH]
 
-For every row of ``published_runs.csv`` (four sources, see SOURCES.md): the measured step
+For every row of ``published_runs.csv`` (seven sources, see SOURCES.md): the measured step
 time from the printed figure; perfkit's prediction out of the box (default rates),
 calibrated within its group (``plan.calibrate`` on the group's first row, ``plan.predict``
 for the others) and with the other sources' calibrations on the same hardware and

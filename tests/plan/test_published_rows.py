@@ -65,7 +65,8 @@ def test_layout_is_consistent(r):
     dp, tp, pp, cp = (int(r[k]) for k in ("dp", "tp", "pp", "cp"))
     assert dp * tp * pp * cp == int(r["devices"])
     assert int(r["global_batch"]) == dp * int(r["micro_batch"]) * int(r["num_micro"])
-    assert int(r["per_node"]) == 8
+    # eight GPUs per node; a one-GPU run uses one of them
+    assert int(r["per_node"]) == 8 or int(r["per_node"]) == int(r["devices"]) == 1
 
 
 def test_groups_share_source_model_hardware_and_framework():
@@ -188,13 +189,23 @@ def test_mapping_refuses_with_reasons_and_maps_recompute():
         stated = r["reference"].startswith("docs/performance.md @ d4c86e3758a8") \
             and r["hardware"] == "h100"
         # and (amendment 15) at the 500 W limit their hardware note states
-        assert (r["hardware_fields"] == "memory_bandwidth=2.4e12;power_limit_w=500") \
-            == stated, r["row_id"]
+        one_nic = r["source_id"] == "oneflow-dlperf-megatron"  # amendment 19
+        assert r["hardware_fields"] == ("memory_bandwidth=2.4e12;power_limit_w=500" if stated
+                                        else "inter_node_bandwidth=1.5625e9" if one_nic
+                                        else ""), r["row_id"]
         assert ("500 W power limit" in r["hardware_note"]) == stated, r["row_id"]
-        expected = 2.4e12 if stated else Hardware.preset(r["hardware"]).memory_bandwidth
+        assert ("one InfiniBand 100 Gb/s" in r["hardware_note"]) == one_nic, r["row_id"]
+        preset = Hardware.preset(r["hardware"])
+        expected = 2.4e12 if stated else preset.memory_bandwidth
         assert mapped.hardware.memory_bandwidth == expected, r["row_id"]
         assert mapped.hardware.power_limit_w == (500 if stated else None), r["row_id"]
-        assert mapped.hardware.peak("bf16") == Hardware.preset(r["hardware"]).peak("bf16")
+        # one 100 Gb/s adapter (12.5 GB/s) shared by the node's 8 GPUs
+        nic = 100e9 / 8 / 8 if one_nic else preset.inter_node_bandwidth
+        assert mapped.hardware.inter_node_bandwidth == nic, r["row_id"]
+        assert mapped.hardware.topology.nics_per_node * nic == (12.5e9 if one_nic else
+                                                              8 * preset.inter_node_bandwidth)
+        dtype = r["precision"] if r["precision"] != "fp8" else "bf16"
+        assert mapped.hardware.peak(dtype) == preset.peak(dtype)
     assert "torch_compile=1" in rows["tt-h100-llama31-8b-t1-2"]["overlap"]
     # torchtitan's sequence parallelism keeps the gathered input for the backward
     # (amendment 12): its rows with tp and sequence parallelism, and only they, say so
@@ -295,3 +306,47 @@ def test_dgxc_step_times_follow_from_tokens_per_second(r):
     assert tokens == pytest.approx(float(r["figure2"]), rel=0.005), r["row_id"]
     ga = int(re.search(r"GA=(\d+)", r["reference"]).group(1))
     assert int(r["num_micro"]) == ga and r["micro_batch"] in (1, "1")
+
+
+DLPERF = [r for r in ROWS if r["source_id"] == "oneflow-dlperf-megatron"]
+#: Megatron-LM's sequences per second as DLPerf's summary report prints them
+#: (reports/GPT/dlperf_gpt_test_report_210512.md @ c89430bac64f), a figure of its own
+DLPERF_SEQUENCES_PER_S = {"DP_1x1x1_2_1536x16": 4.31, "DP_32x1x1_64_1536x16": 93.63,
+                          "MP_1x16x1_16_3072x16": 2.85, "2D_4x8x1_32_2304x24": 21.21,
+                          "DP_PP_8x1x4_512_1536x16": 104.63, "MP_PP_1x8x4_512_2304x24": 23.10}
+
+
+@pytest.mark.parametrize("r", DLPERF, ids=[r["row_id"] for r in DLPERF])
+def test_dlperf_tflops_follow_from_the_latency(r):
+    f = dict(kv.split("=") for kv in r["model_fields"].split(";"))
+    b, s = int(r["global_batch"]), int(r["seq_length"])
+    layers, h, v = int(f["num_layers"]), int(f["hidden_size"]), int(f["vocab_size"])
+    # Megatron-LM's count with full recompute: 96·B·s·l·h²·(1 + s/6h + V/16lh)
+    flops = 96 * b * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
+    assert flops / (float(r["figure"]) * int(r["devices"]) * 1e12) == pytest.approx(
+        float(r["figure2"]), rel=0.005), r["row_id"]
+    # the row's layout is the one its case name spells (dp x tp x pp _ global batch _ h x l)
+    case = r["quote"].split("|")[1].strip()
+    degrees, gbs, shape = case.split("_")[-3:]
+    assert degrees == f"{r['dp']}x{r['tp']}x{r['pp']}" and gbs == r["global_batch"]
+    assert shape == f"{h}x{layers}"
+    if case in DLPERF_SEQUENCES_PER_S:
+        assert b / float(r["figure"]) == pytest.approx(DLPERF_SEQUENCES_PER_S[case], rel=0.005)
+
+
+def test_dlperf_rows_map_attention_computed_apart_with_dropout():
+    # Megatron-LM at 8aa4619 (March 2021): baddbmm, fused softmax, bmm; dropout 0.1
+    # (PROTOCOL.md amendments 3 and 19)
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.validation.rows import map_row, read_rows
+    finally:
+        sys.path.remove(str(ROOT))
+    from perfkit.calc import ActivationModel
+    dlperf = [r for r in read_rows() if r["source_id"] == "oneflow-dlperf-megatron"]
+    assert len(dlperf) == 18
+    for r in dlperf:
+        m = map_row(r)
+        assert m.activation_model == ActivationModel(), r["row_id"]
+        assert not m.activation_model.flash_attention  # the table: dropout masks kept
+        assert m.parallel.recompute == "full" and m.dtype == "fp16"
