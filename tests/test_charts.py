@@ -542,3 +542,25 @@ def test_a_step_part_has_one_colour_in_the_split_bar_and_the_step_chart() -> Non
     shared = set(_PART_COLORS) & set(_SPLIT_COLORS)
     assert "iteration_interval_us" in shared and "preparing_us" in shared
     assert {p: _PART_COLORS[p] for p in shared} == {p: _SPLIT_COLORS[p] for p in shared}
+
+
+def test_strategy_chart_axis_keeps_the_points_apart_when_bands_reach_zero(
+        search: pd.DataFrame) -> None:
+    # a calibration far from the edited job gives bands from 0 to ten times the step:
+    # the axis spans the points and the one band end near them, not 0 nor 10 × the step
+    frame = search.sort_values("step_s", kind="stable").head(20).copy()
+    steps = frame["step_s"].to_numpy()
+    frame["low_s"], frame["high_s"] = 0.0, steps * 10
+    frame.iloc[0, frame.columns.get_loc("low_s")] = steps[0] * 0.9
+    chart = C.strategy_chart(frame, n=None)
+    lo, hi = _encoding(chart, 1)["y"]["scale"]["domain"]
+    span = steps.max() - steps[0] * 0.9
+    assert lo == pytest.approx(steps[0] * 0.9 - 0.05 * span)     # the near band end kept
+    assert hi == pytest.approx(steps.max() + 0.05 * span)        # 10 × the step left out
+    assert chart.to_dict()["layer"][0]["mark"]["clip"] is True   # those bars end at the edge
+    # bands near their points widen the axis to hold them whole
+    frame["low_s"], frame["high_s"] = steps * 0.8, steps * 1.2
+    lo, hi = _encoding(C.strategy_chart(frame, n=None), 1)["y"]["scale"]["domain"]
+    span = steps.max() * 1.2 - steps.min() * 0.8
+    assert (lo, hi) == pytest.approx((steps.min() * 0.8 - 0.05 * span,
+                                      steps.max() * 1.2 + 0.05 * span))

@@ -4,6 +4,7 @@ layer plan."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -11,7 +12,7 @@ import pandas as pd
 from .base import GIB, memory_limit_rule, require
 
 __all__ = ["strategy_chart", "STRATEGY_POINTS", "prediction_chart", "pipeline_plan_chart",
-           "PROFILED_LABEL", "FITS_TITLE"]
+           "PROFILED_LABEL", "FITS_TITLE", "step_domain", "BAND_REACH"]
 
 _STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
                      "recompute", "rank")
@@ -80,7 +81,8 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
     limit = pd.DataFrame({"limit_GiB": [float(frame["memory_limit_bytes"].max()) / GIB]})
     dots = alt.Chart(points).mark_point(filled=True, size=40, opacity=0.7).encode(
         x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
-        y=alt.Y("step_s:Q", title=step_title, scale=alt.Scale(zero=False)),
+        y=alt.Y("step_s:Q", title=step_title,
+                scale=alt.Scale(zero=False, domain=step_domain(points, profiled))),
         color=_fits_color(),
         tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
                  alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
@@ -89,7 +91,7 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
     ).interactive()  # zoom and pan
     layers = [dots, *memory_limit_rule(float(limit["limit_GiB"].iloc[0]))]
     if "low_s" in points.columns:
-        bars = alt.Chart(points).mark_rule(opacity=0.25).encode(
+        bars = alt.Chart(points).mark_rule(opacity=0.25, clip=True).encode(
             x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",
             color=_fits_color())
         layers.insert(0, bars)
@@ -99,6 +101,35 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
     if title:
         chart = chart.properties(title=title)
     return chart
+
+
+#: A band end this many times beyond the points' step range is left outside the
+#: strategy chart's axis (its bar runs to the edge; the tooltip gives its value).
+BAND_REACH = 2.0
+
+
+def step_domain(points: pd.DataFrame,
+                profiled: Mapping[str, float] | None = None) -> list[float] | Any:
+    """The strategy chart's step axis: every point, and the band ends near them.
+
+    The axis spans the candidates' ``step_s`` (and the profiled layout's) and each band
+    end (``low_s``, ``high_s``) within a factor :data:`BAND_REACH` of that span. A band
+    that reaches 0 or ten times the step (a calibration far from the edited job) would
+    otherwise stretch the axis until the points lie on one line; its bar is clipped at
+    the edge instead. Without any step, the axis is left to Vega-Lite (``alt.Undefined``).
+    """
+    steps = [float(v) for v in points["step_s"].dropna()]
+    if profiled is not None and profiled.get("step_s") is not None:
+        steps.append(float(profiled["step_s"]))
+    if not steps:
+        return alt.Undefined
+    lo, hi = min(steps), max(steps)
+    ends = [float(v) for col in ("low_s", "high_s") if col in points.columns
+            for v in points[col].dropna()]
+    near = [v for v in ends if lo / BAND_REACH <= v <= hi * BAND_REACH]
+    lo, hi = min([lo, *near]), max([hi, *near])
+    pad = 0.05 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1e-9)
+    return [max(lo - pad, 0.0), hi + pad]
 
 
 #: The strategy chart's legend title over "fits" and "does not fit".
