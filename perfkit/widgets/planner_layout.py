@@ -2,9 +2,12 @@
 ``perfkit plan`` predicts it (:func:`layout_prediction`), with the assumptions on show.
 
 The ranking shows the layouts the search finds best; a user who wants one layout in
-particular (the next run's: dp 8, pp 2) types it here. Knobs left at 0 keep the profiled
-run's, as the command's options do (:func:`perfkit.plan.relayout.relayout`: dp follows the
-device count where tp·pp·cp change, the micro-batches keep the run's global batch).
+particular (the next run's: dp 8, pp 2) types it here, or picks one of the ranking
+(:meth:`LayoutBox.offer`), which sets the knobs to it and predicts it whole (its sequence
+parallelism and optimizer sharding too, which have no knob), so the line says what the
+ranking's row says. Knobs left at 0 keep the profiled run's, as the command's options do
+(:func:`perfkit.plan.relayout.relayout`: dp follows the device count where tp·pp·cp
+change, the micro-batches keep the run's global batch).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
+import pandas as pd
 
 from ..calc.pipeline import split_when_uneven
 from ..errors import PerfkitError
@@ -25,12 +29,15 @@ from ..plan.relayout import layout_text, per_device_text, relayout
 from .markup import STYLE, error, note
 from .planner_words import change_words, stages_text
 
-__all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS"]
+__all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS", "NO_PICK"]
 
 #: The knobs the box offers: (ParallelConfig field, label).
 LAYOUT_KNOBS = (("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"),
                 ("micro_batch_size", "micro-batch"),
                 ("num_micro_batches", "micro-batches"))
+
+#: The ranking picker's first entry: nothing picked.
+NO_PICK = "pick a layout of the ranking below"
 
 
 def layout_prediction(calibration: Any, job: Any, options: dict[str, Any],
@@ -68,6 +75,10 @@ class LayoutBox:
                                     layout=W.Layout(width="200px"))
         self.button = W.Button(description="Predict this layout")
         self.button.on_click(lambda _b: self.predict())
+        self.pick = W.Dropdown(options=[(NO_PICK, None)], value=None, disabled=True,
+                               layout=W.Layout(width="460px"))
+        self.pick.observe(self._picked, names="value")
+        self.offered: dict[int, Any] = {}  # pick value -> the row's ParallelConfig
         self.said = W.HTML()
         self.prediction: Any = None
         box = {"flex_flow": "row wrap", "align_items": "center"}
@@ -79,7 +90,29 @@ class LayoutBox:
                 "global batch is kept unless the micro-batches are given.")),
             W.HBox([*self.knobs.values(), self.recompute, self.button],
                    layout=W.Layout(**box)),
-            self.said])
+            self.pick, self.said])
+
+    def offer(self, best: Any) -> None:
+        """Offer the ranked layouts of ``best`` (:func:`perfkit.widgets.prediction.
+        best_layouts`; not the profiled one) in the picker; None empties it."""
+        rows = [] if best is None else [
+            (i, f"rank {int(r['rank'])}: {r['changes']} ({r['step_band']})", r["parallel"])
+            for i, (_, r) in enumerate(best.iterrows())
+            if not r["profiled"] and pd.notna(r["rank"])]
+        self.offered = {i: layout for i, _, layout in rows}
+        self.pick.value = None
+        self.pick.options = [(NO_PICK, None), *((text, i) for i, text, _ in rows)]
+        self.pick.disabled = not rows
+
+    def _picked(self, change: dict[str, Any]) -> None:
+        if change["new"] is None:
+            return
+        layout = self.offered[change["new"]]
+        for name, widget in self.knobs.items():
+            widget.value = int(getattr(layout, name))
+        options = list(self.recompute.options)
+        self.recompute.value = layout.recompute if layout.recompute in options else options[0]
+        self._predict(dataclasses.asdict(layout))
 
     def options(self) -> dict[str, Any]:
         """The knobs set (above 0) and the recompute chosen, by ParallelConfig field."""
@@ -90,13 +123,16 @@ class LayoutBox:
 
     def predict(self) -> None:
         """Predict the layout typed and write its line (or why it cannot be predicted)."""
+        self._predict(self.options())
+
+    def _predict(self, options: dict[str, Any]) -> None:
         calibration, job, assumed = self.state()
         if job is None or job.model is None:
             self.said.value = STYLE + note("No job to predict: open a profile whose model "
                                            "perfkit can read.")
             return
         try:
-            pred = layout_prediction(calibration, job, self.options(), assumed)
+            pred = layout_prediction(calibration, job, options, assumed)
         except PerfkitError as exc:
             self.prediction = None
             self.said.value = STYLE + error(str(exc))

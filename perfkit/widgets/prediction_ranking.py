@@ -144,7 +144,9 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
         profiled row when the search is of another job size): the search's figures,
         ``changes`` (:func:`layout_changes`; ``"the profiled layout"`` on the profiled
         row), ``step_band`` (``"1.21 s (1.15 s – 1.27 s)"``; the step alone without a
-        calibration), ``memory_fit`` (``"2.3 GiB of 57.6 GiB (4 %)"``), ``profiled``.
+        calibration), ``memory_fit`` (``"2.3 GiB of 57.6 GiB (4 %)"``), ``profiled``; and
+        ``parallel``, each row's :class:`~perfkit.ParallelConfig` (the profiled layout's on
+        its row), from which the Planner predicts a row the user picks.
     """
     others = _other_layouts(ranked, parallel)
     pred = fit.prediction
@@ -154,7 +156,7 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
     rows = [{**{c: np.nan if c in hidden else row.get(c, np.nan) for c in BEST_COLUMNS},
              "changes": layout_changes(parallel, to_parallel_config(row))
              + stages_text(row.get("stage_layers")), "profiled": False,
-             "rank": i + 1 + (i >= faster)}
+             "rank": i + 1 + (i >= faster), "parallel": to_parallel_config(row)}
             for i, (_, row) in enumerate(others.head(n).iterrows())]
     own = {"changes": "the profiled layout", "step_s": pred.step_s,
            "low_s": pred.low_s if fit.calibrated else np.nan,
@@ -162,9 +164,10 @@ def best_layouts(ranked: pd.DataFrame, fit: PlannerFit, parallel: ParallelConfig
            "tokens_per_second_per_device": pred.tokens_per_second_per_device,
            "mfu": pred.mfu, "memory_bytes": pred.memory_bytes,
            "memory_limit_bytes": pred.memory_limit_bytes, "fits": pred.fits,
-           "profiled": True, "rank": faster + 1 if same else pd.NA}  # apart: not ranked
+           "profiled": True, "rank": faster + 1 if same else pd.NA,  # apart: not ranked
+           "parallel": pred.parallel}
     rows.insert(min(faster, len(rows)), own)
-    out = pd.DataFrame(rows, columns=list(BEST_COLUMNS))
+    out = pd.DataFrame(rows, columns=[*BEST_COLUMNS, "parallel"])
     out["rank"] = pd.array(out["rank"].tolist(), dtype="Int64")
     out["profiled"] = out["profiled"].astype(bool)
     out["step_band"] = [band_text(r) for _, r in out.iterrows()]

@@ -141,11 +141,13 @@ class PlannerTab(JobTab):
         self._clear_plan()
         self.fit = self.comparison = self.best = self.ranked = None
         self.compared = self.assumed = None
+        self.chosen.offer(None)
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
         self.fit = self.comparison = self.best = self.ranked = None
         self.compared = self.assumed = None
+        self.chosen.offer(None)
         if job is not None:
             if job.world_size:
                 self.devices.value = int(job.world_size)
@@ -394,6 +396,7 @@ class PlannerTab(JobTab):
         """Rank every layout of the job with the model of the prediction above."""
         job = self.current
         close_widgets(self.result.children)
+        self.chosen.offer(None)
         if job is None or job.model is None or job.hardware is None:
             self.result.children = (no_job_note(job, "strategy search", ("model", "hardware"),
                                                 self.ctx.open_tab is not None),)
@@ -412,6 +415,7 @@ class PlannerTab(JobTab):
                                                                           "search"))),)
             return
         self.fit, self.best, self.ranked = fit, best, ranked
+        self.chosen.offer(best)
         fits = int(ranked["fits"].sum())
         how = "calibrated on this profile" + closing_label(fit.calibration) \
             if fit.source == "profile" else \
