@@ -547,20 +547,26 @@ def test_a_step_part_has_one_colour_in_the_split_bar_and_the_step_chart() -> Non
 def test_strategy_chart_axis_keeps_the_points_apart_when_bands_reach_zero(
         search: pd.DataFrame) -> None:
     # a calibration far from the edited job gives bands from 0 to ten times the step:
-    # the axis spans the points and the one band end near them, not 0 nor 10 × the step
+    # the axis spans the points and the one band end near them, not 0 nor 10 × the step,
+    # and a band that does not fit on it gets no bar (the subtitle counts them)
     frame = search.sort_values("step_s", kind="stable").head(20).copy()
     steps = frame["step_s"].to_numpy()
     frame["low_s"], frame["high_s"] = 0.0, steps * 10
-    frame.iloc[0, frame.columns.get_loc("low_s")] = steps[0] * 0.9
+    near = steps[0] - 0.5 * (steps.max() - steps.min())  # within one span of the points
+    frame.iloc[0, frame.columns.get_loc("low_s")] = near
+    chart = C.strategy_chart(frame, n=None, title="t")
+    marks = [layer["mark"]["type"] for layer in chart.to_dict()["layer"]]
+    assert marks[0] == "point"                                   # no band bar at all
+    lo, hi = _encoding(chart, 0)["y"]["scale"]["domain"]
+    span = steps.max() - near
+    assert lo == pytest.approx(near - 0.05 * span)               # the near band end kept
+    assert hi == pytest.approx(steps.max() + 0.05 * span)        # 10 × the step left out
+    assert chart.to_dict()["title"]["subtitle"].startswith("20 bands reaching beyond")
+    # bands near their points widen the axis to hold them whole, each with its bar
+    frame["low_s"], frame["high_s"] = steps * 0.98, steps * 1.02
     chart = C.strategy_chart(frame, n=None)
     lo, hi = _encoding(chart, 1)["y"]["scale"]["domain"]
-    span = steps.max() - steps[0] * 0.9
-    assert lo == pytest.approx(steps[0] * 0.9 - 0.05 * span)     # the near band end kept
-    assert hi == pytest.approx(steps.max() + 0.05 * span)        # 10 × the step left out
-    assert chart.to_dict()["layer"][0]["mark"]["clip"] is True   # those bars end at the edge
-    # bands near their points widen the axis to hold them whole
-    frame["low_s"], frame["high_s"] = steps * 0.8, steps * 1.2
-    lo, hi = _encoding(C.strategy_chart(frame, n=None), 1)["y"]["scale"]["domain"]
-    span = steps.max() * 1.2 - steps.min() * 0.8
-    assert (lo, hi) == pytest.approx((steps.min() * 0.8 - 0.05 * span,
-                                      steps.max() * 1.2 + 0.05 * span))
+    span = steps.max() * 1.02 - steps.min() * 0.98
+    assert (lo, hi) == pytest.approx((steps.min() * 0.98 - 0.05 * span,
+                                      steps.max() * 1.02 + 0.05 * span))
+    assert len(_data(chart, 0)) == 20 and "title" not in chart.to_dict()

@@ -38,6 +38,11 @@ def test_words_of_a_split_and_of_changes() -> None:
     assert change_words("micro_batch_size 2 → 1") == "micro-batch 2 → 1"
     assert change_words("num_micro_batches 1 → 16") == "micro-batches 1 → 16"
     assert change_words("devices 16 → 32") == "devices 16 → 32"  # not a field: as it is
+    # Python's values said in words (a walk read "sequence parallel False → True")
+    assert change_words("sequence_parallel False → True") == "sequence parallel off → on"
+    assert change_words("recompute_layers None → 2") == \
+        "fully recomputed layers per stage none → 2"
+    assert change_words("optimizer_shard 16 → 8") == "optimizer shard 16 → 8"
 
 
 def test_a_prediction_of_uneven_stages_says_them_and_a_band_from_zero_says_so() -> None:

@@ -49,17 +49,21 @@ def test_a_typed_layout_is_predicted_as_the_command_predicts_it(capsys) -> None:
 @pytest.mark.slow  # the whole dashboard built: over about 5 s on a busy 2-core machine
 def test_a_ranked_layout_picked_is_predicted_as_its_row_says() -> None:
     """A walk: the ranking offered no way to see one of its layouts' prediction; a user
-    typed each in. Picking a row sets the knobs to it and predicts the row's own figures."""
+    typed each in. Picking a row sets the knobs to it and predicts the row's own figures,
+    the settings without a knob kept and said, until a knob is changed."""
     from perfkit.widgets import dashboard
+    from perfkit.widgets.planner_layout import NO_PICK, NO_PICK_TEXT
 
     board = dashboard("simulated/llama2-13b-baseline-dp16")
     board.select("Planner")
     panel = board.panels["Planner"]
-    box, best = panel.chosen, panel.best
+    box, best, job = panel.chosen, panel.best, panel.current
     ranked = best[~best["profiled"]]
     assert len(ranked) >= 3 and not box.pick.disabled
-    offered = [value for _, value in box.pick.options if value is not None]
+    assert box.pick.value == NO_PICK and box.pick.label == NO_PICK_TEXT  # says what it is
+    offered = [value for _, value in box.pick.options if value != NO_PICK]
     assert len(offered) == len(ranked)
+    hidden_seen = False
     for value, (_, row) in zip(offered, ranked.iterrows(), strict=True):
         box.pick.value = value
         pred, layout = box.prediction, row["parallel"]
@@ -73,9 +77,30 @@ def test_a_ranked_layout_picked_is_predicted_as_its_row_says() -> None:
             layout.dp, layout.tp, layout.pp, layout.micro_batch_size,
             layout.num_micro_batches]
         assert box.recompute.value == layout.recompute
-        label = dict((v, t) for t, v in box.pick.options)[value]
-        assert label.startswith(f"rank {int(row['rank'])}: {row['changes']}")
-        assert _said(box).startswith(f"dp {layout.dp} × tp {layout.tp} × pp {layout.pp}")
-    # opening another profile empties the picker
+        # the step and band come first: a cut label still tells rows apart
+        assert box.pick.label == f"rank {int(row['rank'])}: {row['step_band']}, " \
+                                 f"{row['changes']}"
+        said = _said(box)
+        assert said.startswith(f"dp {layout.dp} × tp {layout.tp} × pp {layout.pp}")
+        assert "False" not in said and "None" not in said
+        # the button, pressed without an edit, predicts the same layout
+        box.button.click()
+        assert box.prediction.step_s == pytest.approx(row["step_s"], rel=1e-9)
+        if layout.optimizer_shard != job.parallel.optimizer_shard:
+            hidden_seen = True
+            assert f"optimizer shard {job.parallel.optimizer_shard} → " \
+                   f"{layout.optimizer_shard}" in box.kept_note.value
+    assert hidden_seen  # the sample's ranking has such a row
+    # a knob changed by hand: no longer the picked row, and the run's other settings
+    box.pick.value = offered[0]
+    box.knobs["dp"].value = box.knobs["dp"].value // 2 or 1
+    assert box.pick.value == NO_PICK and box.kept == {} and box.kept_note.value == ""
+    box.pick.value = offered[0]  # the same row again is picked again
+    assert box.prediction.step_s == pytest.approx(ranked["step_s"].iloc[0], rel=1e-9)
+    # a new search (assumptions edited) drops the old line; opening a profile clears all
+    box.offer(None)
+    assert box.said.value == "" and box.prediction is None and box.pick.disabled
     panel.show(panel.profile)
-    assert box.pick.disabled and box.offered == {}
+    assert box.pick.disabled and box.offered == {} and box.said.value == ""
+    assert all(w.value == 0 for w in box.knobs.values())
+    assert box.recompute.value == "the run's"

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
+from ..format import counted
 from .base import GIB, memory_limit_rule, require
 
 __all__ = ["strategy_chart", "STRATEGY_POINTS", "prediction_chart", "pipeline_plan_chart",
@@ -37,8 +39,9 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
         ``include_rejected=True`` to see what does not fit). The columns ``dp``, ``tp``,
         ``pp``, ``vpp``, ``micro_batch_size``, ``num_micro_batches``, ``recompute`` and
         ``rank`` go into the tooltip when present; with ``low_s`` and ``high_s`` (a
-        calibrated search: the band of :func:`perfkit.plan.predict`) each point gets a
-        vertical bar over its band.
+        calibrated search: the band of :func:`perfkit.plan.predict`) each point whose
+        band fits on the step axis (:func:`step_domain`) gets a vertical bar over it; the
+        others' bands are in their tooltips, and a subtitle counts them.
     n : int, optional
         Keep the first ``n`` rows in ascending ``step_s`` (all when None; default
         :data:`STRATEGY_POINTS`); searches can return thousands of candidates and the fast
@@ -79,10 +82,10 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
     if "recompute" in points.columns:
         points["recompute"] = points["recompute"].astype(str)
     limit = pd.DataFrame({"limit_GiB": [float(frame["memory_limit_bytes"].max()) / GIB]})
+    domain = step_domain(points, profiled)
     dots = alt.Chart(points).mark_point(filled=True, size=40, opacity=0.7).encode(
         x=alt.X("memory_GiB:Q", title="memory per device (GiB)"),
-        y=alt.Y("step_s:Q", title=step_title,
-                scale=alt.Scale(zero=False, domain=step_domain(points, profiled))),
+        y=alt.Y("step_s:Q", title=step_title, scale=alt.Scale(zero=False, domain=domain)),
         color=_fits_color(),
         tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
                  alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
@@ -90,33 +93,43 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
                    if c in ("low_s", "high_s") else alt.Tooltip(c) for c in extra]],
     ).interactive()  # zoom and pan
     layers = [dots, *memory_limit_rule(float(limit["limit_GiB"].iloc[0]))]
+    beyond = 0
     if "low_s" in points.columns:
-        bars = alt.Chart(points).mark_rule(opacity=0.25, clip=True).encode(
-            x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",
-            color=_fits_color())
-        layers.insert(0, bars)
+        lo, hi = domain if isinstance(domain, list) else (-np.inf, np.inf)
+        inside = (points["low_s"] >= lo) & (points["high_s"] <= hi)
+        beyond = int((~inside & points["low_s"].notna()).sum())
+        if inside.any():
+            bars = alt.Chart(points[inside]).mark_rule(opacity=0.25).encode(
+                x="memory_GiB:Q", y="low_s:Q", y2="high_s:Q",
+                color=_fits_color())
+            layers.insert(0, bars)
     if profiled is not None:
         layers.append(_profiled_mark(profiled))
     chart = alt.layer(*layers).properties(width=width, height=height)
-    if title:
-        chart = chart.properties(title=title)
+    if title or beyond:
+        note = (f"{counted(beyond, 'band')} reaching beyond the axis: no bar, see the "
+                "tooltip") if beyond else alt.Undefined
+        chart = chart.properties(title=alt.TitleParams(text=title or "", subtitle=note))
     return chart
 
 
-#: A band end this many times beyond the points' step range is left outside the
-#: strategy chart's axis (its bar runs to the edge; the tooltip gives its value).
-BAND_REACH = 2.0
+#: How far beyond the points' step range a band end may take the strategy chart's axis:
+#: the larger of that range's width and this share of the fastest step.
+BAND_REACH = 0.3
 
 
 def step_domain(points: pd.DataFrame,
                 profiled: Mapping[str, float] | None = None) -> list[float] | Any:
     """The strategy chart's step axis: every point, and the band ends near them.
 
-    The axis spans the candidates' ``step_s`` (and the profiled layout's) and each band
-    end (``low_s``, ``high_s``) within a factor :data:`BAND_REACH` of that span. A band
+    The axis spans the candidates' ``step_s`` (and the profiled layout's), widened to hold
+    each band end (``low_s``, ``high_s``) that lies within the larger of that span and
+    :data:`BAND_REACH` of the fastest step beyond it, plus 5 % on each side: the points
+    keep a third of the axis or more, or their band ends stay within 30 % of them. A band
     that reaches 0 or ten times the step (a calibration far from the edited job) would
-    otherwise stretch the axis until the points lie on one line; its bar is clipped at
-    the edge instead. Without any step, the axis is left to Vega-Lite (``alt.Undefined``).
+    otherwise stretch the axis until the points lie on one line; such a band gets no bar
+    (:func:`strategy_chart`). Without any step, the axis is left to Vega-Lite
+    (``alt.Undefined``).
     """
     steps = [float(v) for v in points["step_s"].dropna()]
     if profiled is not None and profiled.get("step_s") is not None:
@@ -124,9 +137,10 @@ def step_domain(points: pd.DataFrame,
     if not steps:
         return alt.Undefined
     lo, hi = min(steps), max(steps)
+    reach = max(hi - lo, BAND_REACH * abs(lo), 1e-9)
     ends = [float(v) for col in ("low_s", "high_s") if col in points.columns
             for v in points[col].dropna()]
-    near = [v for v in ends if lo / BAND_REACH <= v <= hi * BAND_REACH]
+    near = [v for v in ends if lo - reach <= v <= hi + reach]
     lo, hi = min([lo, *near]), max([hi, *near])
     pad = 0.05 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1e-9)
     return [max(lo - pad, 0.0), hi + pad]

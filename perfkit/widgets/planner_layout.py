@@ -29,15 +29,16 @@ from ..plan.relayout import layout_text, per_device_text, relayout
 from .markup import STYLE, error, note
 from .planner_words import change_words, stages_text
 
-__all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS", "NO_PICK"]
+__all__ = ["LayoutBox", "layout_prediction", "LAYOUT_KNOBS", "NO_PICK", "NO_PICK_TEXT"]
 
 #: The knobs the box offers: (ParallelConfig field, label).
 LAYOUT_KNOBS = (("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"),
                 ("micro_batch_size", "micro-batch"),
                 ("num_micro_batches", "micro-batches"))
 
-#: The ranking picker's first entry: nothing picked.
-NO_PICK = "pick a layout of the ranking below"
+#: The ranking picker's value and words when nothing is picked.
+NO_PICK = -1
+NO_PICK_TEXT = "pick one of the ranking below: it fills the knobs and is predicted"
 
 
 def layout_prediction(calibration: Any, job: Any, options: dict[str, Any],
@@ -60,9 +61,14 @@ def layout_prediction(calibration: Any, job: Any, options: dict[str, Any],
 
 
 class LayoutBox:
-    """The controls (a count per knob, 0: the run's; recompute) and the line a prediction
-    writes (:attr:`widget`). ``state()`` gives the calibration, the job and the
-    assumptions on show when the button is pressed."""
+    """The controls (a count per knob, 0: the run's; recompute; a picker of the ranking's
+    layouts) and the line a prediction writes (:attr:`widget`). ``state()`` gives the
+    calibration, the job and the assumptions on show when a prediction is made.
+
+    A picked layout's settings that have no knob (sequence parallelism, optimizer sharding,
+    fully recomputed layers per stage) are kept, and said, until a knob is changed: then
+    the typed layout keeps the run's, as ``perfkit plan`` does.
+    """
 
     def __init__(self, state: Callable[[], tuple[Any, Any, Any]]) -> None:
         self.state = state
@@ -75,10 +81,16 @@ class LayoutBox:
                                     layout=W.Layout(width="200px"))
         self.button = W.Button(description="Predict this layout")
         self.button.on_click(lambda _b: self.predict())
-        self.pick = W.Dropdown(options=[(NO_PICK, None)], value=None, disabled=True,
-                               layout=W.Layout(width="460px"))
+        self.pick = W.Dropdown(options=[(NO_PICK_TEXT, NO_PICK)], value=NO_PICK,
+                               disabled=True, description="or", style=wide,
+                               layout=W.Layout(width="100%", max_width="1100px"))
         self.pick.observe(self._picked, names="value")
         self.offered: dict[int, Any] = {}  # pick value -> the row's ParallelConfig
+        self.kept: dict[str, Any] = {}  # the picked layout's settings without a knob
+        self.kept_note = W.HTML()
+        self._filling = False
+        for widget in (*self.knobs.values(), self.recompute):
+            widget.observe(self._edited, names="value")
         self.said = W.HTML()
         self.prediction: Any = None
         box = {"flex_flow": "row wrap", "align_items": "center"}
@@ -90,33 +102,69 @@ class LayoutBox:
                 "global batch is kept unless the micro-batches are given.")),
             W.HBox([*self.knobs.values(), self.recompute, self.button],
                    layout=W.Layout(**box)),
-            self.pick, self.said])
+            self.pick, self.kept_note, self.said])
 
     def offer(self, best: Any) -> None:
         """Offer the ranked layouts of ``best`` (:func:`perfkit.widgets.prediction.
-        best_layouts`; not the profiled one) in the picker; None empties it."""
+        best_layouts`; not the profiled one) in the picker; None empties it. Either way
+        the line of an earlier prediction goes (the ranking it came from is redone)."""
         rows = [] if best is None else [
-            (i, f"rank {int(r['rank'])}: {r['changes']} ({r['step_band']})", r["parallel"])
+            (i, f"rank {int(r['rank'])}: {r['step_band']}, {r['changes']}", r["parallel"])
             for i, (_, r) in enumerate(best.iterrows())
             if not r["profiled"] and pd.notna(r["rank"])]
         self.offered = {i: layout for i, _, layout in rows}
-        self.pick.value = None
-        self.pick.options = [(NO_PICK, None), *((text, i) for i, text, _ in rows)]
+        self._unpick()
+        self.pick.options = [(NO_PICK_TEXT, NO_PICK), *((text, i) for i, text, _ in rows)]
+        self.pick.value = NO_PICK
         self.pick.disabled = not rows
+        self.said.value, self.prediction = "", None
+
+    def reset(self) -> None:
+        """Another profile: no offer, no prediction, every knob back to the run's."""
+        self.offer(None)
+        self._filling = True
+        for widget in self.knobs.values():
+            widget.value = 0
+        self.recompute.value = "the run's"
+        self._filling = False
+
+    def _unpick(self) -> None:
+        self.kept, self.kept_note.value = {}, ""
+        self._filling = True
+        self.pick.value = NO_PICK
+        self._filling = False
+
+    def _edited(self, _change: dict[str, Any]) -> None:
+        """A knob changed by hand: the layout is no longer the one picked."""
+        if not self._filling and (self.kept or self.pick.value != NO_PICK):
+            self._unpick()
 
     def _picked(self, change: dict[str, Any]) -> None:
-        if change["new"] is None:
+        if self._filling or change["new"] == NO_PICK:
             return
         layout = self.offered[change["new"]]
+        self._filling = True
         for name, widget in self.knobs.items():
             widget.value = int(getattr(layout, name))
         options = list(self.recompute.options)
         self.recompute.value = layout.recompute if layout.recompute in options else options[0]
-        self._predict(dataclasses.asdict(layout))
+        self._filling = False
+        knobs = {*self.knobs, "recompute"}
+        self.kept = {k: v for k, v in dataclasses.asdict(layout).items() if k not in knobs}
+        _, job, _ = self.state()
+        hidden = [change_words(f"{k} {getattr(job.parallel, k)} → {v}")
+                  for k, v in self.kept.items()
+                  if job is not None and getattr(job.parallel, k) != v]
+        self.kept_note.value = STYLE + note(
+            "Also from the ranking, with no knob: " + ", ".join(hidden) + ". Kept until a "
+            "knob is changed; a typed layout keeps the run's.") if hidden else ""
+        self._predict(self.options())
 
     def options(self) -> dict[str, Any]:
-        """The knobs set (above 0) and the recompute chosen, by ParallelConfig field."""
-        out: dict[str, Any] = {n: int(w.value) for n, w in self.knobs.items() if w.value}
+        """The knobs set (above 0) and the recompute chosen, by ParallelConfig field, over
+        the picked layout's settings without a knob (:attr:`kept`)."""
+        out: dict[str, Any] = {**self.kept}
+        out.update({n: int(w.value) for n, w in self.knobs.items() if w.value})
         if self.recompute.value != "the run's":
             out["recompute"] = self.recompute.value
         return out

@@ -235,12 +235,22 @@ def stages_text(stage_layers: Any) -> str:
 
 def change_words(change: str) -> str:
     """One of :attr:`perfkit.plan.Prediction.changes` (``"micro_batch_size 2 → 1"``)
-    with the field named as the page names it (``"micro-batch 2 → 1"``)."""
+    with the field named as the page names it (``"micro-batch 2 → 1"``) and Python's
+    values in words (``"sequence parallel off → on"``, ``"… per stage none → 2"``)."""
     name, _, rest = change.partition(" ")
     labels = {**_LABELS, "sequence_parallel": "sequence parallel",
               "recompute_layers": "fully recomputed layers per stage",
               "zero_stage": "ZeRO stage", "expert_tp": "expert tp"}
-    return f"{labels[name]} {rest}" if name in labels else change
+    if name not in labels:
+        return change
+    values = rest.split(" → ")
+    if len(values) == 2:
+        rest = " → ".join(_VALUE_WORDS.get(v.strip(), v.strip()) for v in values)
+    return f"{labels[name]} {rest}"
+
+
+#: Python's values in a change, as the page says them.
+_VALUE_WORDS = {"True": "on", "False": "off", "None": "none"}
 
 
 def layout_changes(old: ParallelConfig, new: ParallelConfig) -> str:

@@ -141,7 +141,7 @@ class PlannerTab(JobTab):
         self._clear_plan()
         self.fit = self.comparison = self.best = self.ranked = None
         self.compared = self.assumed = None
-        self.chosen.offer(None)
+        self.chosen.reset()
 
     def build(self, profile: Any) -> list[W.Widget]:
         job = self.current
