@@ -32,8 +32,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 __all__ = ["MISSING", "TIME_UNITS", "BYTE_UNITS", "sig", "number_text", "count_text",
-           "time_text", "time_unit", "share_text", "part_share_text", "signed_share_text",
-           "bytes_text", "bytes_unit",
+           "time_text", "time_unit", "band_range_text", "share_text", "part_share_text",
+           "signed_share_text", "bytes_text", "bytes_unit",
            "rate_text",
            "is_missing", "WARNING_MARK", "plural", "counted", "listed", "runs_text",
            "ratio_text", "world_size_text", "ranges_text", "ranks_text"]
@@ -184,6 +184,17 @@ def time_text(us: Any, unit: str | None = None, digits: int = 3) -> str:
             raise ValueError(f"unit must be one of {', '.join(sizes)}, not {unit!r}")
         size = sizes[name]
     return f"{sig(float(us) / size, digits)} {name}"
+
+
+def band_range_text(low_us: Any, high_us: Any) -> str:
+    """A prediction's band in words: ``"1.15 s – 1.27 s"``, or ``"up to 11.0 s"`` where
+    its low end is 0 (the model's uncertainty is larger than the step, so the band bounds
+    it from above only); ``"–"`` when the high end is missing."""
+    if is_missing(high_us):
+        return MISSING
+    if is_missing(low_us) or not float(low_us) > 0:
+        return f"up to {time_text(high_us)}"
+    return f"{time_text(low_us)} – {time_text(high_us)}"
 
 
 def share_text(fraction: Any, decimals: int = 1) -> str:

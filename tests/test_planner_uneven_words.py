@@ -71,3 +71,15 @@ def test_a_ranked_row_whose_band_reaches_zero_reads_up_to() -> None:
     row = {"step_s": 2.33, "low_s": 0.0, "high_s": 11.0}
     assert band_text(row) == "2.33 s (up to 11.0 s)"
     assert band_text({**row, "low_s": 2.0}) == "2.33 s (2.00 s – 11.0 s)"
+
+
+def test_a_band_reaching_zero_reads_up_to_everywhere() -> None:
+    # a walk read "band 0 µs – 14.4 s" in the Planner's first line and "up to 9.25 s" in
+    # its table for the same kind of band
+    from perfkit.format import band_range_text
+
+    assert band_range_text(0.0, 14.4e6) == "up to 14.4 s"
+    assert band_range_text(-5.0, 14.4e6) == "up to 14.4 s"
+    assert band_range_text(1.15e6, 1.27e6) == "1.15 s – 1.27 s"
+    assert band_range_text(None, 2e3) == "up to 2.00 ms"
+    assert band_range_text(1.0, None) == "–"

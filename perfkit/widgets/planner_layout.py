@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..calc.pipeline import split_when_uneven
 from ..errors import PerfkitError
-from ..format import bytes_text, time_text
+from ..format import band_range_text, bytes_text, time_text
 from ..plan import predict
 from ..plan.assumed import assumed_calibration
 from ..plan.relayout import layout_text, per_device_text, relayout
@@ -200,10 +200,9 @@ def prediction_line(pred: Any) -> str:
     fits = "fits" if pred.fits else "does not fit"
     changes = (f"; changes from the run: {', '.join(map(change_words, pred.changes))}"
                if pred.changes else "; the profiled layout itself")
-    band = (f"band {time_text(pred.low_s * 1e6)} – {time_text(pred.high_s * 1e6)}"
-            if pred.low_s > 0 else f"band up to {time_text(pred.high_s * 1e6)}: the "
-            "model's uncertainty is larger than the step itself, so it bounds it from "
-            "above only")
+    band = f"band {band_range_text(pred.low_s * 1e6, pred.high_s * 1e6)}" + (
+        "" if pred.low_s > 0 else ": the model's uncertainty is larger than the step "
+        "itself, so it bounds it from above only")
     return (f"{layout}: step {time_text(pred.step_s * 1e6)} ({band}){tps}, memory "
             f"{bytes_text(pred.memory_bytes)} of {bytes_text(pred.memory_limit_bytes)} "
             f"({fits}){changes}")

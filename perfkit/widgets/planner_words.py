@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..calc.memory import STATIC_SCHEME_NAMES, scheme_gradient_bytes
 from ..errors import InvalidArgumentError, PerfkitError
-from ..format import counted, listed, signed_share_text, time_text
+from ..format import band_range_text, counted, listed, signed_share_text, time_text
 from ..job import Job
 from ..plan import Calibration
 from ..plan.calibrate import NOT_CLOSED_NOTE
@@ -110,8 +110,8 @@ def comparison_sentence(frame: pd.DataFrame, fit: Any, job: Job | None = None,
     sentence then says the two do not compare, and gives no difference and no "inside" or
     "outside the band", which would compare them."""
     pred = fit.prediction
-    text = (f"Predicted {time_text(pred.step_s * 1e6)} (band {time_text(pred.low_s * 1e6)}"
-            f" – {time_text(pred.high_s * 1e6)})")
+    text = (f"Predicted {time_text(pred.step_s * 1e6)} (band "
+            f"{band_range_text(pred.low_s * 1e6, pred.high_s * 1e6)})")
     measured = frame.loc[frame["run"] == "measured", "step_s"]
     if measured.empty:
         return text + "; the profile shows no step time to compare with."

@@ -12,7 +12,15 @@ import numpy as np
 import pandas as pd
 
 from ..calc.rates import Rates
-from ..format import bytes_text, count_text, counted, plural, share_text, time_text
+from ..format import (
+    band_range_text,
+    bytes_text,
+    count_text,
+    counted,
+    plural,
+    share_text,
+    time_text,
+)
 from ..job import Job
 from ..job.inference_mfu import packed_step
 from ..plan import search, to_parallel_config
@@ -247,10 +255,7 @@ def band_text(row: Any) -> str:
     step = time_text(float(row["step_s"]) * 1e6)
     if "low_s" not in row or pd.isna(row["low_s"]):
         return step
-    high = time_text(float(row["high_s"]) * 1e6)
-    if not float(row["low_s"]) > 0:
-        return f"{step} (up to {high})"
-    return f"{step} ({time_text(float(row['low_s']) * 1e6)} – {high})"
+    return f"{step} ({band_range_text(float(row['low_s']) * 1e6, float(row['high_s']) * 1e6)})"
 
 
 def memory_text(row: Any) -> str:

@@ -84,8 +84,8 @@ def predict_text(answer: dict[str, Any]) -> str:
     model = answer["model"] or "the profile's model"
     lines = [f"Predicted layout: {layout_text(p)} ({model}, "
              f"{answer['hardware'] or 'hardware unknown'})",
-             f"  step {ms(answer['step_ms'])} (band {ms(answer['low_ms'])} – "
-             f"{ms(answer['high_ms'])}; {_calibrated_on(answer)})"
+             f"  step {ms(answer['step_ms'])} (band {_band(answer)}; "
+             f"{_calibrated_on(answer)})"
              + _per_device(answer)]
     cal = answer["calibration"]
     if cal and cal["measured_step_ms"] is not None and cal["source"] == "step time":
@@ -153,6 +153,16 @@ def _per_device(answer: dict[str, Any]) -> str:
 
     tps = answer.get("tokens_per_second_per_device")
     return "" if tps is None else ", " + per_device_text(tps, answer["parallel"]["world_size"])
+
+
+def _band(answer: dict[str, Any]) -> str:
+    """``"1.15 s – 1.27 s"``, ``"up to 11.0 s"`` where its low end is 0, ``"unknown"``."""
+    from ...format import band_range_text
+
+    if answer["high_ms"] is None:
+        return "unknown"
+    low = answer["low_ms"]
+    return band_range_text(None if low is None else low * 1e3, answer["high_ms"] * 1e3)
 
 
 def _calibrated_on(answer: dict[str, Any]) -> str:
