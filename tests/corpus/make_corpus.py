@@ -680,6 +680,15 @@ def kineto(root: Path) -> list[Case]:
     _zero_pad(f, 4 << 20)
     cases.append(Case("kineto-gzip-zero-padded", "load", f, "error", ("zero-padded",),
                       "rank0.json.gz"))
+    # a trace inflating past one 16 MiB chunk, then bytes after its gzip stream: the last
+    # chunk's leftover input was fed to zlib again for ever (a walk's hang)
+    big = gzip.compress(raw + b" " * (17 << 20))
+    f = trace("gz-then-newline", big + b"\n", "rank0.json.gz")
+    cases.append(Case("kineto-gzip-then-a-newline", "load", f, "error",
+                      ("1 byte after the end of the gzip stream",), "rank0.json.gz", max_s=20))
+    f = trace("gz-then-zeros", big + bytes(4096), "rank0.json.gz")
+    cases.append(Case("kineto-gzip-then-4k-zeros", "load", f, "ok", ref="KH", max_s=20,
+                      check=_tables("kernels", "ops", "steps")))
     f = trace("trunc", raw[: len(raw) // 2])
     cases.append(Case("kineto-truncated", "load", f, "error", ("truncated",), "rank0.json"))
     f = trace("empty", b"")

@@ -92,11 +92,18 @@ def _gunzip(path: Path, raw: bytes, what: str) -> bytes:
                     raise ProfileError(path, "binary data (NUL bytes) in the decompressed "
                                        f"text: the file is damaged; expected {what}")
                 out.append(chunk)
-                rest = d.unconsumed_tail
+                # at the member's end the bytes after it are in unused_data (zlib also
+                # leaves them in unconsumed_tail, which another call would never empty)
+                rest = b"" if d.eof else d.unconsumed_tail
             if not d.eof:
                 raise ProfileError(path, "gzip stream is truncated (ends before its end "
                                    f"marker); expected {what}, gzipped in full")
-            data = d.unused_data.lstrip(b"\x00") if d.unused_data.strip(b"\x00") else b""
+            data = d.unused_data.lstrip(b"\x00")
+            if data and data[:2] != b"\x1f\x8b":
+                extra = counted(len(d.unused_data), "byte")
+                raise ProfileError(path, f"{extra} after the end of the gzip stream, not gzip "
+                                   "data (something was appended to the file after it was "
+                                   f"written); expected {what}, gzipped")
     except zlib.error as exc:
         raise ProfileError(path, f"gzip stream is damaged or truncated ({exc}); "
                            f"expected {what}, gzipped") from None
