@@ -64,6 +64,8 @@ KH = S.sample(S.HTA)
 TV = S.sample(S.TRACE_VIEW_EXCERPT)
 LEG = S.sample(S.MINDINSIGHT) / "cluster_propose"
 LEG1 = S.sample(S.MINDINSIGHT) / "run_2_normal_run" / "profiler"
+DS = S.sample(S.KINETO_TRACES["ds_train"])  # DeepEP MoE, H800: collectives on the GPU
+K19 = S.sample(S.KINETO_TRACES["k_resnet50_nw0"])  # PyTorch 1.9: memory sizes only
 # the project's own files
 KL = ROOT / "data" / "kineto-tiny-llama"
 CO = DATA / "msprof_analyze_level1" / "cluster_analysis_output"  # msprof-analyze's output
@@ -2152,13 +2154,44 @@ def _written_twice(root: Path) -> list[Case]:
     with sqlite3.connect(d / OUT / "ascend_pytorch_profiler_0.db") as con:
         con.execute("insert into TASK select * from TASK")
 
-    def same_tables(got: Any, ref: Any) -> None:
-        _same_count(got.kernels, ref.kernels)
-        _same_count(got.ops, ref.ops)
+    def wild(tag: str, src: Path, pick: Callable[[list[Any]], list[Any]]) -> Path:
+        raw = src.read_bytes()
+        data = json.loads(gzip.decompress(raw) if src.name.endswith(".gz") else raw)
+        data["traceEvents"] = data["traceEvents"] + pick(data["traceEvents"])
+        out = root / f"w38-{tag}" / "rank0.json"
+        out.parent.mkdir(parents=True)
+        out.write_text(json.dumps(data))
+        return out
 
-    return [Case("kineto-every-event-twice", "load", f, "repaired",
-                 ("device tasks repeat an earlier one exactly", "host operators repeat"),
-                 ref="KH", check=same_tables),
+    every = list  # every event again
+    wild_cases = [
+        # the copies were dropped from the kernels and operators, but the collectives, the
+        # operators' device time and the memory samples were built from every copy
+        Case("kineto-deepep-every-event-twice", "load", wild("ds-twice", DS, every),
+             "repaired", ("written twice: the copies dropped before any table was built",),
+             ref="DS", check=_tables("kernels", "ops", "steps", "comm_ops")),
+        Case("kineto-deepep-host-operators-twice", "load",
+             wild("ds-ops-twice", DS, lambda ev: [e for e in ev if e.get("cat") == "cpu_op"]),
+             "repaired", ("written twice",), ref="DS", check=_tables("ops", "kernels")),
+        Case("kineto-deepep-runtime-calls-twice", "load",
+             wild("ds-rt-twice", DS,
+                  lambda ev: [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")]),
+             "repaired", ("written twice",), ref="DS", check=_tables("ops", "kernels")),
+        Case("kineto-1.9-every-event-twice", "load", wild("k19-twice", K19, every),
+             "repaired", ("memory samples without running totals", "as the trace's events "
+                          "with an id do: written twice"),
+             ref="K19", check=_tables("kernels", "ops", "steps", "memory")),
+        # only the sizes-only samples again: a copy cannot be told from a second allocation
+        # of one size in the same microsecond; kept, and said
+        Case("kineto-1.9-memory-samples-twice", "load",
+             wild("k19-mem-twice", K19, lambda ev: [e for e in ev if e.get("name") == "[memory]"]),
+             "repaired", ("kept, since two allocations of one size",), ref="K19",
+             check=_tables("kernels", "ops", "steps")),
+    ]
+    return [*wild_cases,
+            Case("kineto-every-event-twice", "load", f, "repaired",
+                 ("written twice: the copies dropped before any table was built",),
+                 ref="KH", check=_tables("kernels", "ops", "steps", "comm_ops", "memory")),
             Case("db-task-table-twice", "load", d, "repaired",
                  ("187 of 378 device tasks repeat an earlier one exactly",), ref="DB0",
                  check=_kernels_as_ref)]
@@ -2293,6 +2326,8 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
         contents["KH"] = ("rank0.json",
                           lambda: gzip.decompress((KH / "sampled_rank-0.json.gz").read_bytes()))
         contents["TV"] = ("trace_view.json", TV.read_bytes)
+        contents["DS"] = ("rank0.json", DS.read_bytes)
+        contents["K19"] = ("rank0.json", lambda: gzip.decompress(K19.read_bytes()))
         refs.update(_issue31_refs(root))
     refs["SIM2"] = S.writable_copy(SIM2, root / "ref-SIM2")
     refs["CO67"] = S.writable_copy(CO, root / "ref-CO67" / "cluster_analysis_output")

@@ -23,6 +23,7 @@ from ..canonical.categories import DEVICE_KINDS
 from ..canonical.comm_words import KINETO_NONE, KINETO_UNRECORDED
 from ..canonical.validate import plausible_origin
 from ..chrome.decode import ChromeTrace, read_chrome_trace
+from ..chrome.repeats import drop_events_written_twice
 from ..chrome.tables import step_spans
 from .comm import _host_comm_ops, _kernel_comm_ops, named_note
 from .graphs import _graph_note
@@ -87,12 +88,13 @@ def parse(path: Path) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
 def parse_trace(path: Path, trace: ChromeTrace, source_format: str
                 ) -> tuple[ProfileMeta, dict[str, pd.DataFrame]]:
     """Canonical tables of a decoded GPU trace (see :func:`parse`)."""
+    written_twice = drop_events_written_twice(trace, path.name)
     x = trace.x.drop(columns=["task_type", "op_type"], errors="ignore")
     trace.x = x  # the trace's own copy is not needed any more
     if not len(x):
         raise ProfileError(path, "no complete events (ph 'X') found; expected a profiler trace "
                            "with traceEvents")
-    notes: list[str] = list(trace.notes)
+    notes: list[str] = [*trace.notes, *written_twice]
     origin = plausible_origin(x["ts_ns"].to_numpy())
     end_ns = _last_end(x)
     kinds = _Kinds(x["cat"])
