@@ -39,14 +39,24 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
     if not len(dev):
         return pd.DataFrame()
     start = dev["ts_ns"].to_numpy()
-    end = start + np.round(np.nan_to_num(dev["dur_us"].to_numpy()) * 1000).astype(np.int64)
+    placed = start != NA_NS  # a task without a readable start is in no window (below)
+    end = np.where(placed, start + np.round(np.nan_to_num(dev["dur_us"].to_numpy()) * 1000
+                                            ).astype(np.int64), NA_NS)
     step = kernels["step"].to_numpy()
+    if not placed.any():
+        return pd.DataFrame()
     if not len(spans):
-        whole = pd.DataFrame({"step": [0], "start_ns": [start.min()], "end_ns": [end.max() + 1]})
-        out = overlap_breakdown(start, end, kernels["category"].to_numpy(), whole)
+        whole = pd.DataFrame({"step": [0], "start_ns": [start[placed].min()],
+                              "end_ns": [end[placed].max() + 1]})
+        out = overlap_breakdown(start[placed], end[placed],
+                                kernels["category"].to_numpy()[placed], whole)
         out["step"] = np.nan
         return out
-    # windows follow the device: from the first to the last kernel launched in each step
+    # windows follow the device: from the first to the last kernel launched in each step;
+    # a task without a readable start cannot be placed in one (its step is made unknown
+    # by _unknown_where_durations_missing)
+    start, end, step = start[placed], end[placed], step[placed]
+    kernels = kernels.loc[placed]
     known = ~np.isnan(step)
     frame = pd.DataFrame({"step": step[known], "s": start[known], "e": end[known]})
     win = frame.groupby("step").agg(start_ns=("s", "min"), end_ns=("e", "max")).reset_index()
@@ -78,12 +88,16 @@ def _steps(dev: pd.DataFrame, kernels: pd.DataFrame, spans: pd.DataFrame) -> pd.
 
 def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,
                                      notes: list[str]) -> pd.DataFrame:
-    """Steps holding a kernel without a (plausible) duration: their breakdown is unknown.
+    """Steps holding a kernel without a (plausible) duration or start: their breakdown is
+    unknown.
 
-    A missing ``dur`` is not a zero-length kernel: the step's computing, communication,
-    overlap and free time are set to NA rather than computed without it (with a note).
+    A missing ``dur`` is not a zero-length kernel, and a missing start cannot be placed:
+    the step's computing, communication, overlap, free and preparing time are set to NA
+    rather than computed without it (with a note).
     """
-    missing = kernels["dur_us"].isna().to_numpy()
+    no_start = kernels["start_us"].isna().to_numpy()
+    no_dur = kernels["dur_us"].isna().to_numpy()
+    missing = no_dur | no_start
     if not missing.any() or not len(steps):
         return steps
     cols = [c for c in steps.columns if c.endswith("_us")]
@@ -96,8 +110,10 @@ def _unknown_where_durations_missing(steps: pd.DataFrame, kernels: pd.DataFrame,
         steps = steps.copy()
         steps.loc[hit, cols] = np.nan
         n = int(missing.sum())
+        what = " or ".join(w for w, m in (("duration", no_dur), ("start", no_start))
+                           if m.any())
         notes.append(f"steps: {counted(n, 'GPU kernel')} {plural(n, 'has', 'have')} no "
-                     f"duration; the breakdown of {counted(int(hit.sum()), 'step')} holding "
+                     f"{what}; the breakdown of {counted(int(hit.sum()), 'step')} holding "
                      f"{plural(n, 'it', 'them')} is unknown (NA)")
     return steps
 
