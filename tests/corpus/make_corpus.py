@@ -2222,7 +2222,30 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
         Case("kineto-deepep-one-kernel-without-ts", "load", edited("ds-no-ts", DS, no_ts),
              "repaired", ("1 GPU kernel has no start",), ref="DS",
              check=_kineto_one_kernel_ts_na),
+        # five kernels that lost their kind: left out, as before, but now said
+        Case("kineto-1.9-five-kernels-without-cat", "load",
+             edited("k19-no-cat", K19, _without("cat", 5)), "repaired",
+             ("5 complete events without a category (cat)",), ref="K19",
+             check=_fewer_kernels(5)),
+        Case("kineto-1.9-five-kernels-without-ph", "load",
+             edited("k19-no-ph", K19, _without("ph", 5)), "repaired",
+             ("5 events without a phase (ph)",), ref="K19", check=_fewer_kernels(5)),
     ]
+
+
+def _without(key: str, n: int) -> Callable[[list[Any]], list[Any]]:
+    """The first ``n`` kernels of a trace's events without ``key``."""
+    def edit(ev: list[Any]) -> list[Any]:
+        for e in [e for e in ev if str(e.get("cat", "")).lower() == "kernel"][:n]:
+            del e[key]
+        return ev
+    return edit
+
+
+def _fewer_kernels(n: int) -> Callable[[Any, Any], None]:
+    def check(got: Any, ref: Any) -> None:
+        assert len(got.kernels) == len(ref.kernels) - n
+    return check
 
 
 def _named_in_words(root: Path) -> list[Case]:

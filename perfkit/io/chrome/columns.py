@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._text_dtype import TEXT
+from ...format import counted
 from .._common import to_ns
 from .events import (
     _BASE,
@@ -352,6 +353,7 @@ class _Builder:
         self.labels: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
         self.n_events = 0
+        self.no_ph = 0  # events without a "ph": of no kind, left out (said in a note)
 
     def add(self, events: list[_Event]) -> None:
         """Take one batch of events (the list is emptied)."""
@@ -373,6 +375,8 @@ class _Builder:
                     self.labels[e.pid] = str(e.args.labels)
                 elif e.name == "thread_name":
                     self.threads[(e.pid, e.tid)] = str(e.args.name)
+            elif not ph:
+                self.no_ph += 1
         self.n_events += len(events)
         events.clear()
         self.x.add(xs)
@@ -385,6 +389,9 @@ class _Builder:
         if not -(1 << 62) < base_ns < (1 << 62):  # cannot be a time: would overflow int64
             notes.append(f"baseTimeNanoseconds {base_ns} is out of range: ignored")
             base_ns = 0
+        if self.no_ph:
+            notes.append(f"{counted(self.no_ph, 'event')} without a phase (ph), so of no "
+                         "known kind (complete, instant, flow): left out")
         rank = world = backend = None
         if trace is not None and trace.distributedInfo is not None:
             rank = _int_or_none(trace.distributedInfo.rank)

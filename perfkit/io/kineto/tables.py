@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..._text_dtype import TEXT
 from ...errors import ProfileError
+from ...format import counted
 from ...profile import ProfileMeta
 from .._common import rank_from_name, with_notes
 from .._common.distinct import per_distinct
@@ -98,6 +99,10 @@ def parse_trace(path: Path, trace: ChromeTrace, source_format: str
     origin = plausible_origin(x["ts_ns"].to_numpy())
     end_ns = _last_end(x)
     kinds = _Kinds(x["cat"])
+    no_cat = int(x["cat"].isna().sum())
+    if no_cat:
+        notes.append(f"{counted(no_cat, 'complete event')} without a category (cat), so "
+                     "neither kernel, operator nor runtime call: left out of every table")
     python_functions = int(kinds.mask("python_function").sum())  # with_stack=True
     is_dev = kinds.mask(*DEVICE_KINDS)
     is_step = _bool(per_distinct(x["name"], lambda u: u.str.startswith("ProfilerStep#")))
