@@ -64,6 +64,7 @@ KH = S.sample(S.HTA)
 TV = S.sample(S.TRACE_VIEW_EXCERPT)
 LEG = S.sample(S.MINDINSIGHT) / "cluster_propose"
 LEG1 = S.sample(S.MINDINSIGHT) / "run_2_normal_run" / "profiler"
+MI1 = S.sample("wild/mi_run1") / "profiler"  # 322 steps of MindInsight's step trace
 DS = S.sample(S.KINETO_TRACES["ds_train"])  # DeepEP MoE, H800: collectives on the GPU
 K19 = S.sample(S.KINETO_TRACES["k_resnet50_nw0"])  # PyTorch 1.9: memory sizes only
 # the project's own files
@@ -124,6 +125,22 @@ def _lines(path: Path) -> list[bytes]:
 
 def _eol(line: bytes) -> bytes:
     return b"\r\n" if line.endswith(b"\r\n") else b"\n" if line.endswith(b"\n") else b""
+
+
+def _cell(path: Path, row: int, column: str) -> str:
+    """One cell (data row ``row``, 0-based) of a CSV, as written."""
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    return rows[row + 1][rows[0].index(column)]
+
+
+def _first_steps_unplaced(n: int) -> Callable[[Any, Any], None]:
+    """The first ``n`` steps' start unknown (NA), every other step as the intact one's."""
+    def check(got: Any, ref: Any) -> None:
+        g, r = got.steps, ref.steps
+        assert g["step_start_us"].iloc[:n].isna().all()
+        pd.testing.assert_series_equal(g["step_start_us"].iloc[n:], r["step_start_us"].iloc[n:])
+        pd.testing.assert_series_equal(g["total_us"], r["total_us"])
+    return check
 
 
 def _edit_cell(path: Path, row: int, column: str, value: str) -> None:
@@ -1016,6 +1033,23 @@ def legacy(root: Path) -> list[Case]:
     f = next(d.glob("ascend_cluster_analyse_*_0.csv"))
     _edit_cell(f, 1, "computation_time", "-4")
     cases.append(Case("legacy-rank0-negative-computation", "load", d, "repaired", ("negative",)))
+    # a header spelled another way was accepted by the check, then its column not read
+    d = S.writable_copy(MI1, root / "legacy-step-trace-Total" / "profiler")
+    f = d / "step_trace_raw_1_detail_time.csv"
+    head, rest = f.read_bytes().split(b"\n", 1)
+    f.write_bytes(head.replace(b"total", b"Total") + b"\n" + rest)
+    cases.append(Case("legacy-step-trace-header-Total", "load", d, "ok", ref="MI1",
+                      check=_tables("steps")))
+    # re-saved by a spreadsheet: tick counts as 4.38069E+10 (100,000 ticks, 1 ms, rounded)
+    d = S.writable_copy(MI1, root / "legacy-step-trace-scientific" / "profiler")
+    f = d / "step_trace_raw_1_detail_time.csv"
+    for row in range(3):
+        for col in ("start_point", "end_point"):
+            _edit_cell(f, row, col, f"{float(_cell(f, row, col)):.5E}")
+    cases.append(Case("legacy-step-trace-ticks-in-scientific-notation", "load", d,
+                      "repaired", ("start_point is written in scientific notation on line 2",
+                                   "too coarse to place the step, so read as NA"),
+                      ref="MI1", check=_first_steps_unplaced(3)))
     d = S.writable_copy(LEG1, root / "legacy-timeline-trunc" / "profiler")
     f = d / "ascend_timeline_display_1.json"
     f.write_bytes(f.read_bytes()[:2000])
@@ -2372,6 +2406,7 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
     if shared:
         refs["R0"] = _copy_rank(R0, root / "ref-R0" / "rank0_ascend_pt")
         refs["R0T"] = _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)
+        refs["MI1"] = S.writable_copy(MI1, root / "ref-MI1" / "profiler")
         refs["L1"] = S.writable_copy(L1, root / "ref-L1",
                                      ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
         contents["KH"] = ("rank0.json",

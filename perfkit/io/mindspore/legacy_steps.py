@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
-from ...format import runs_text
-from .._common import read_csv, read_header, to_float
+from ...format import runs_text, time_text
+from .._common import find_col, read_csv, read_header, to_float
 
 __all__: list[str] = []  # private to the legacy reader
 
@@ -22,15 +22,22 @@ TICK_US = 0.01  # step_trace_raw values are 10 ns system-counter ticks
 REDUCE_FIELD = r"^stream_\d+_parallel_\d+$"
 
 
+#: The step trace's columns perfkit reads (any letter case in the file's header).
+_STEP_COLUMNS = ("step_num", "start_point", "end_point", "total", "iteration_interval",
+                 "fp_and_bp", "tail")
+
+
 def _step_trace(path: Path, notes: list[str]) -> pd.DataFrame:
     """The step trace's rows (steps > 0), times in µs, the tick columns kept for
-    :func:`_align_steps`; a value that is not a number is NA and a note names its line."""
+    :func:`_align_steps`; a value that is not a number is NA and a note names its line,
+    and so is one a spreadsheet rounded (:func:`_coarse_ticks`). Column names match in
+    any letter case, as the header check does (``Total`` is ``total``)."""
+    header = read_header(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)")
+    found = {find_col(header, c): c for c in _STEP_COLUMNS if find_col(header, c)}
     table = read_csv(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)",
                      required=[("step_num",), ("total",), ("iteration_interval",)],
-                     text_cols=["step_num"])
-    df = table.select([c for c in ("step_num", "start_point", "end_point", "total",
-                                   "iteration_interval", "fp_and_bp", "tail")
-                       if c in table.column_names]).to_pandas()
+                     text_cols=list(found))  # as written: a rounded tick count is told
+    df = table.select(list(found)).rename_columns(list(found.values())).to_pandas()
     step = pd.to_numeric(df["step_num"], errors="coerce")
     keep = (step.notna() & (step > 0)).to_numpy()  # '-' is the average row; 0 a placeholder
     _note_not_numbers(path, df["step_num"].where(df["step_num"].astype(str).str.strip() != "-"),
@@ -40,13 +47,48 @@ def _step_trace(path: Path, notes: list[str]) -> pd.DataFrame:
                 "end_point"):
         if col not in df:
             continue
-        vals = pd.to_numeric(df[col], errors="coerce")
+        vals = pd.to_numeric(df[col].astype(str).str.strip(' \t"'), errors="coerce")
         _note_not_numbers(path, df[col], vals, keep, col, notes)
+        vals = _coarse_ticks(path, df[col], vals, keep, col, notes)
         vals = vals.to_numpy(np.float64)[keep]
         # ticks: the start and end are turned into times by _align_steps
         out[f"_{col}" if col.endswith("_point") else f"{col}_us"] = \
             vals if col.endswith("_point") else vals * TICK_US
     return out
+
+
+#: A number in scientific notation: its decimals and exponent.
+_SCIENTIFIC = r"^\s*[-+]?\d+(?:\.(\d*))?[eE]([-+]?\d+)\s*$"
+
+
+def _coarse_ticks(path: Path, raw: pd.Series, vals: pd.Series, keep: np.ndarray, col: str,
+                  notes: list[str]) -> pd.Series:
+    """``vals`` with NA where ``raw`` is a tick count in scientific notation rounded to
+    more than one tick (a spreadsheet saves ``43806812345`` as ``4.38068E+10``: 100,000
+    ticks, 1 ms, off), and a note naming the lines; those exact to one tick are kept.
+    The legacy loader's ``kernel_details.csv`` counterpart reads such times as NA too
+    (:func:`perfkit.io._common.numeric.to_ns`)."""
+    parts = raw.astype(str).str.extract(_SCIENTIFIC)
+    written = parts[1].notna().to_numpy()
+    if not written.any():
+        return vals
+    decimals = parts[0].fillna("").str.len().to_numpy()
+    exponent = pd.to_numeric(parts[1], errors="coerce").fillna(0).to_numpy()
+    # a value out of int64 nanoseconds' range (1e25) is garbled, not rounded: the
+    # plausibility check (perfkit.io.canonical.validate) says so
+    in_range = (np.abs(vals.to_numpy(np.float64)) * (TICK_US * 1000) < 2.0 ** 63)
+    coarse = written & (exponent - decimals >= 1) & keep & in_range
+    if not coarse.any():
+        return vals
+    lines = np.flatnonzero(coarse)
+    shown = ", ".join(f"line {i + 2} ({str(raw.iloc[i]).strip()!r})" for i in lines[:3])
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    worst = 10.0 ** float((exponent - decimals)[coarse].max()) * TICK_US
+    notes.append(f"steps: {path.name}: {col} is written in scientific notation on {shown}"
+                 f"{more}, rounded to {time_text(worst)} or more (a spreadsheet program "
+                 "saves large numbers so): too coarse to place the step, so read as NA "
+                 "(export the file again from the profiler)")
+    return vals.mask(coarse)
 
 
 def _note_not_numbers(path: Path, raw: pd.Series, vals: pd.Series, keep: np.ndarray,
@@ -184,8 +226,8 @@ def _mark_recorded(steps: pd.DataFrame, kernels: pd.DataFrame | None, start: np.
     t1 = t0 + np.clip(kernels["dur_us"].to_numpy(np.float64)[task], 0.0, None)
     ok = np.isfinite(t0) & np.isfinite(t1)
     ids = steps["step"].to_numpy(np.float64)
-    if not ok.any():
-        recorded = np.zeros(len(ids), dtype=bool)
+    if not ok.any() or not np.isfinite(start).any() or not np.isfinite(end).any():
+        recorded = np.zeros(len(ids), dtype=bool)  # no task, or no step placed in time
     else:
         first, last = float(t0[ok].min()), float(t1[ok].max())
         stepped = kernels["step"].to_numpy(np.float64)[task] if "step" in kernels \
