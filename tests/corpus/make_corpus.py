@@ -65,6 +65,7 @@ TV = S.sample(S.TRACE_VIEW_EXCERPT)
 LEG = S.sample(S.MINDINSIGHT) / "cluster_propose"
 LEG1 = S.sample(S.MINDINSIGHT) / "run_2_normal_run" / "profiler"
 MI1 = S.sample("wild/mi_run1") / "profiler"  # 322 steps of MindInsight's step trace
+MIP = S.sample("wild/mi_prof") / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"  # raw CANN
 DS = S.sample(S.KINETO_TRACES["ds_train"])  # DeepEP MoE, H800: collectives on the GPU
 K19 = S.sample(S.KINETO_TRACES["k_resnet50_nw0"])  # PyTorch 1.9: memory sizes only
 # the project's own files
@@ -2256,6 +2257,10 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
         Case("kineto-deepep-one-kernel-without-ts", "load", edited("ds-no-ts", DS, no_ts),
              "repaired", ("1 GPU kernel has no start",), ref="DS",
              check=_kineto_one_kernel_ts_na),
+        # raw CANN output: device tasks whose ts is null were left out without a word
+        Case("cann-five-device-tasks-without-ts", "load", _cann_timeless(root, 5),
+             "repaired", ("5 device tasks of the CANN timeline have no readable start",),
+             ref="MIP", check=_fewer_kernels(5)),
         # five kernels that lost their kind: left out, as before, but now said
         Case("kineto-1.9-five-kernels-without-cat", "load",
              edited("k19-no-cat", K19, _without("cat", 5)), "repaired",
@@ -2265,6 +2270,23 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
              edited("k19-no-ph", K19, _without("ph", 5)), "repaired",
              ("5 events without a phase (ph)",), ref="K19", check=_fewer_kernels(5)),
     ]
+
+
+def _cann_timeless(root: Path, n: int) -> Path:
+    """A copy of a raw CANN PROF_ folder whose first iteration's first ``n`` device tasks
+    (process "Ascend Hardware") have ``ts: null`` (in the msprof_ file perfkit reads)."""
+    d = S.writable_copy(MIP, root / "w38-cann-timeless" / MIP.name)
+    for f in [d / "device_0" / "timeline" / "msprof_0_2_1.json"]:
+        events = json.loads(f.read_text())
+        hw = {e.get("pid") for e in events if e.get("ph") == "M"
+              and e.get("name") == "process_name"
+              and (e.get("args") or {}).get("name") == "Ascend Hardware"}
+        tasks = [e for e in events if e.get("ph") == "X" and e.get("pid") in hw
+                 and (e.get("args") or {}).get("Task Type") is not None]
+        for e in tasks[:n]:
+            e["ts"] = None
+        f.write_text(json.dumps(events))
+    return d
 
 
 def _without(key: str, n: int) -> Callable[[list[Any]], list[Any]]:
@@ -2407,6 +2429,7 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
         refs["R0"] = _copy_rank(R0, root / "ref-R0" / "rank0_ascend_pt")
         refs["R0T"] = _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)
         refs["MI1"] = S.writable_copy(MI1, root / "ref-MI1" / "profiler")
+        refs["MIP"] = S.writable_copy(MIP, root / "ref-MIP" / MIP.name)
         refs["L1"] = S.writable_copy(L1, root / "ref-L1",
                                      ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
         contents["KH"] = ("rank0.json",

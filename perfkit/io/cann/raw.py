@@ -262,7 +262,7 @@ def parse(path: Path, files: Iterable[str | Path] = ()) -> tuple[ProfileMeta,
                      "its PROF_ folder (other iterations, the step trace) are not in it")
     steps, windows = _steps(ev, notes)
     comm_ops, bw, links, comm_streams = _hccl(ev, windows, notes)
-    kernels = _kernels(ev, windows, comm_streams)
+    kernels = _kernels(ev, windows, comm_streams, notes)
     _mark_recorded(steps, kernels, notes)
     if kernels.empty:
         notes.append("kernels: no device task (process 'Ascend Hardware') in the timeline")

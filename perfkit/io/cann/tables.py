@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..._text_dtype import TEXT
-from ...format import plural, runs_text
+from ...format import counted, plural, runs_text
 from ..canonical.categories import category
 from ..canonical.comm_words import CANN_UNRECORDED
 from ..chrome.tables import step_index
@@ -165,9 +165,15 @@ def _op_type(names: pd.Series) -> pd.Series:
     return names.str.extract(_OP_TYPE_RE, expand=False).astype(TEXT)
 
 
-def _kernels(ev: pd.DataFrame, windows: pd.DataFrame, comm_streams: set[int]) -> pd.DataFrame:
-    dev = ev[(ev["proc"] == "Ascend Hardware") & (ev["ph"] == "X") & ev["task_type"].notna()
-             & ev["ts_ns"].notna()]
+def _kernels(ev: pd.DataFrame, windows: pd.DataFrame, comm_streams: set[int],
+             notes: list[str]) -> pd.DataFrame:
+    tasks = (ev["proc"] == "Ascend Hardware") & (ev["ph"] == "X") & ev["task_type"].notna()
+    timeless = int((tasks & ev["ts_ns"].isna()).sum())
+    if timeless:
+        notes.append(f"kernels: {counted(timeless, 'device task')} of the CANN timeline "
+                     f"{plural(timeless, 'has', 'have')} no readable start (ts): left out, "
+                     "since a task cannot be placed in its step without one")
+    dev = ev[tasks & ev["ts_ns"].notna()]
     stream = dev["stream_id"].where(dev["stream_id"].notna(),
                                     pd.to_numeric(dev["thread"].str.extract(
                                         r"Stream (\d+)", expand=False), errors="coerce"))
