@@ -66,6 +66,7 @@ LEG = S.sample(S.MINDINSIGHT) / "cluster_propose"
 LEG1 = S.sample(S.MINDINSIGHT) / "run_2_normal_run" / "profiler"
 MI1 = S.sample("wild/mi_run1") / "profiler"  # 322 steps of MindInsight's step trace
 MIP = S.sample("wild/mi_prof") / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"  # raw CANN
+KD = S.sample("wild/msa_kernel_details")  # a lone torch_npu kernel_details.csv, 591 tasks
 DS = S.sample(S.KINETO_TRACES["ds_train"])  # DeepEP MoE, H800: collectives on the GPU
 K19 = S.sample(S.KINETO_TRACES["k_resnet50_nw0"])  # PyTorch 1.9: memory sizes only
 # the project's own files
@@ -2257,6 +2258,11 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
         Case("kineto-deepep-one-kernel-without-ts", "load", edited("ds-no-ts", DS, no_ts),
              "repaired", ("1 GPU kernel has no start",), ref="DS",
              check=_kineto_one_kernel_ts_na),
+        # a lone kernel_details.csv saved by a spreadsheet: blank rows, or no row at all
+        Case("kernel_details-spreadsheet-blank-rows", "load", _kd(root, "blank", 3), "repaired",
+             ("3 rows with every cell empty",), ref="KD", check=_tables("kernels")),
+        Case("kernel_details-header-only", "load", _kd(root, "header", 0), "repaired",
+             ("a header and no row",), ref="KD", check=_fewer_kernels(591)),
         # raw CANN output: device tasks whose ts is null were left out without a word
         Case("cann-five-device-tasks-without-ts", "load", _cann_timeless(root, 5),
              "repaired", ("5 device tasks of the CANN timeline have no readable start",),
@@ -2270,6 +2276,18 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
              edited("k19-no-ph", K19, _without("ph", 5)), "repaired",
              ("5 events without a phase (ph)",), ref="K19", check=_fewer_kernels(5)),
     ]
+
+
+def _kd(root: Path, tag: str, blank: int) -> Path:
+    """The lone kernel_details.csv with ``blank`` rows of empty cells after it, or (0)
+    its header alone."""
+    d = root / f"w38-kd-{tag}"
+    d.mkdir()
+    text = (KD / "kernel_details.csv").read_bytes()
+    head = text.split(b"\n", 1)[0] + b"\n"
+    (d / "kernel_details.csv").write_bytes(
+        text + (b"," * head.count(b",") + b"\n") * blank if blank else head)
+    return d
 
 
 def _cann_timeless(root: Path, n: int) -> Path:
@@ -2430,6 +2448,7 @@ def reference_inputs(root: Path, shared: bool = True) -> dict[str, Path]:
         refs["R0T"] = _copy_rank(R0, root / "ref-R0T" / "rank0_ascend_pt", trace=True)
         refs["MI1"] = S.writable_copy(MI1, root / "ref-MI1" / "profiler")
         refs["MIP"] = S.writable_copy(MIP, root / "ref-MIP" / MIP.name)
+        refs["KD"] = S.writable_copy(KD, root / "ref-KD")
         refs["L1"] = S.writable_copy(L1, root / "ref-L1",
                                      ignore=shutil.ignore_patterns(*_UNREAD, "*.md", "LICENSE*"))
         contents["KH"] = ("rank0.json",

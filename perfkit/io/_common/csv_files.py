@@ -1,8 +1,8 @@
 """CSV files through pyarrow, with the repairs that keep a correct load.
 
 The header (:func:`read_header`, :func:`find_col`) and the table (:func:`read_csv`): a row
-cut at the end is dropped, short rows are padded, repeated headers dropped, each repair
-reported through :func:`~perfkit.io._common.notes.note`.
+cut at the end is dropped, short rows are padded, repeated headers and rows of empty cells
+dropped, each repair reported through :func:`~perfkit.io._common.notes.note`.
 """
 
 from __future__ import annotations
@@ -181,7 +181,28 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
     table = table.rename_columns([c.strip() for c in table.column_names])
     if wanted is not None and len(wanted) < table.num_columns:  # the careful read's
         table = table.select([c for c in table.column_names if c in wanted])
-    return _drop_repeated_headers(path, table)
+    table = _drop_empty_rows(path, _drop_repeated_headers(path, table))
+    if not table.num_rows:
+        note(f"{path.name}: a header and no row: nothing in it is read")
+    return table
+
+
+def _drop_empty_rows(path: Path, table: pa.Table) -> pa.Table:
+    """Drop rows with every cell empty (a spreadsheet's trailing ``,,,,`` lines), with a
+    note: read, each would be a row of NA (a kernel with no name, start or duration)."""
+    if not table.num_columns or not table.num_rows or not table.column(0).null_count:
+        return table
+    empty = pc.is_null(table.column(0))
+    for column in table.columns[1:]:
+        if not column.null_count:
+            return table
+        empty = pc.and_(empty, pc.is_null(column))
+    n = pc.sum(empty).as_py() or 0
+    if not n:
+        return table
+    note(f"{path.name}: {counted(n, 'row')} with every cell empty (a spreadsheet's blank "
+         "lines): dropped")
+    return table.filter(pc.invert(empty))
 
 
 def _only(convert: pacsv.ConvertOptions, columns: list[str]) -> pacsv.ConvertOptions:
