@@ -2261,6 +2261,9 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
         # a lone kernel_details.csv saved by a spreadsheet: blank rows, or no row at all
         Case("kernel_details-spreadsheet-blank-rows", "load", _kd(root, "blank", 3), "repaired",
              ("3 rows with every cell empty",), ref="KD", check=_tables("kernels")),
+        # its header in lower case: Start Time(us) was read as a float, 50 ns off
+        Case("kernel_details-header-lower-case", "load", _kd(root, "lower", -1), "ok",
+             ref="KD", check=_tables("kernels")),
         Case("kernel_details-header-only", "load", _kd(root, "header", 0), "repaired",
              ("a header and no row",), ref="KD", check=_fewer_kernels(591)),
         # raw CANN output: device tasks whose ts is null were left out without a word
@@ -2279,14 +2282,15 @@ def walk38_wild_kineto(root: Path) -> list[Case]:
 
 
 def _kd(root: Path, tag: str, blank: int) -> Path:
-    """The lone kernel_details.csv with ``blank`` rows of empty cells after it, or (0)
-    its header alone."""
+    """The lone kernel_details.csv with ``blank`` rows of empty cells after it, (0) its
+    header alone, or (-1) its header in lower case."""
     d = root / f"w38-kd-{tag}"
     d.mkdir()
     text = (KD / "kernel_details.csv").read_bytes()
-    head = text.split(b"\n", 1)[0] + b"\n"
-    (d / "kernel_details.csv").write_bytes(
-        text + (b"," * head.count(b",") + b"\n") * blank if blank else head)
+    head, rest = text.split(b"\n", 1)
+    out = text + (b"," * head.count(b",") + b"\n") * blank if blank > 0 else \
+        head + b"\n" if blank == 0 else head.lower() + b"\n" + rest
+    (d / "kernel_details.csv").write_bytes(out)
     return d
 
 

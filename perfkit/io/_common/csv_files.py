@@ -115,7 +115,8 @@ def read_csv(path: Path, what: str, required: Iterable[Sequence[str]] = (),
         raise ProfileError(path, f"its header names column '{twice[0]}' twice (columns "
                            f"{' and '.join(map(str, at[:2]))}): which one holds "
                            f"{twice[0]} cannot be told; expected {what}", line=1)
-    present = {c for c in text_cols if c in header}
+    forced = {c.lower() for c in text_cols}  # as the header check: in any letter case
+    present = {h for h in header if h.lower() in forced}
     types = {c: pa.string() for c in present}
     wanted = None if columns is None else \
         [h for h in header if h.lower() in {c.lower() for c in columns}]
