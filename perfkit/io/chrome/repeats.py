@@ -61,6 +61,19 @@ def _exact_repeats(frame: pd.DataFrame, eligible: np.ndarray) -> np.ndarray:
     return out
 
 
+def _dropped(frame: pd.DataFrame, eligible: np.ndarray) -> tuple[pd.DataFrame, int]:
+    """``frame`` without its exact repeats among ``eligible`` rows, and how many."""
+    copies = _exact_repeats(frame, eligible)
+    n = int(copies.sum())
+    return (frame.loc[~copies] if n else frame), n
+
+
+def _has(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """Where ``frame`` has a value in ``column`` (nowhere when it lacks the column)."""
+    return frame[column].notna().to_numpy(bool) if column in frame.columns \
+        else np.zeros(len(frame), dtype=bool)
+
+
 def drop_events_written_twice(trace: ChromeTrace, name: str) -> list[str]:
     """Drop from ``trace`` (in place) the events written twice; one note per kind dropped.
 
@@ -78,60 +91,38 @@ def drop_events_written_twice(trace: ChromeTrace, name: str) -> list[str]:
         samples that repeat but could not be told from real ones.
     """
     notes: list[str] = []
+
+    def say(n: int, what: str, rest: str) -> None:
+        verb = plural(n, "repeats", "repeat")
+        notes.append(f"{name}: {counted(n, what)} {rest.format(repeat=verb)}")
+
     x = trace.x
-    ids = [c for c in ID_COLUMNS if c in x.columns]
-    doubled = False
-    if ids and len(x) > 1:
-        has_id = np.logical_or.reduce([x[c].notna().to_numpy(bool) for c in ids])
-        copies = _exact_repeats(x, has_id)
-        if copies.any():
-            trace.x = x.loc[~copies]
-            n = int(copies.sum())
-            doubled = True
-            notes.append(f"{name}: {counted(n, 'complete event')} with an id "
-                         f"(correlation or External id) {plural(n, 'repeats', 'repeat')} an "
-                         "earlier one in every field, written twice: the copies dropped "
-                         "before any table was built")
-    ins = trace.instants
-    if len(ins) > 1 and "ts_ns" in ins.columns:
-        totals = ins["total_allocated"].notna().to_numpy(bool) \
-            if "total_allocated" in ins.columns else np.zeros(len(ins), dtype=bool)
-        copies = _exact_repeats(ins, totals)
-        if copies.any():
-            trace.instants = ins.loc[~copies]
-            n = int(copies.sum())
-            notes.append(f"{name}: {counted(n, 'memory sample')} "
-                         f"{plural(n, 'repeats', 'repeat')} an earlier one in every field, "
-                         "its running totals included, written twice: the copies dropped")
-        kept = trace.instants
-        sizes_only = ~kept["total_allocated"].notna().to_numpy(bool) \
-            if "total_allocated" in kept.columns else np.ones(len(kept), dtype=bool)
-        if "bytes" in kept.columns:
-            sizes_only &= kept["bytes"].notna().to_numpy(bool)
-        else:
-            sizes_only[:] = False
-        alike = _exact_repeats(kept, sizes_only)
+    with_id = np.logical_or.reduce([_has(x, c) for c in ID_COLUMNS])
+    trace.x, doubled = _dropped(x, with_id)
+    if doubled:
+        say(doubled, "complete event", "with an id (correlation or External id) {repeat} an "
+            "earlier one in every field, written twice: the copies dropped before any table "
+            "was built")
+    if "ts_ns" in trace.instants.columns:
+        trace.instants, n = _dropped(trace.instants, _has(trace.instants, "total_allocated"))
+        if n:
+            say(n, "memory sample", "{repeat} an earlier one in every field, its running "
+                "totals included, written twice: the copies dropped")
+        ins = trace.instants
+        alike = _exact_repeats(ins, ~_has(ins, "total_allocated") & _has(ins, "bytes"))
         n = int(alike.sum())
         if n and doubled:  # the trace's events were written twice: these samples too
-            trace.instants = kept.loc[~alike]
-            notes.append(f"{name}: {counted(n, 'memory sample')} without running totals "
-                         "(PyTorch <= 1.9: sizes only) "
-                         f"{plural(n, 'repeats', 'repeat')} an earlier one at the same time, "
-                         "as the trace's events with an id do: written twice, the copies "
-                         "dropped")
+            trace.instants = ins.loc[~alike]
+            say(n, "memory sample", "without running totals (PyTorch <= 1.9: sizes only) "
+                "{repeat} an earlier one at the same time, as the trace's events with an id "
+                "do: written twice, the copies dropped")
         elif n:
-            notes.append(f"{name}: {counted(n, 'memory sample')} without running totals "
-                         "(PyTorch <= 1.9: sizes only) "
-                         f"{plural(n, 'repeats', 'repeat')} an earlier one at the same time: "
-                         "kept, since two allocations of one size in the same microsecond "
-                         "look the same as a sample written twice")
-    flows = trace.flows
-    if len(flows) > 1 and "ts_ns" in flows.columns:
-        copies = _exact_repeats(flows, np.ones(len(flows), dtype=bool))
-        if copies.any():
-            trace.flows = flows.loc[~copies]
-            n = int(copies.sum())
-            notes.append(f"{name}: {counted(n, 'flow event')} (launch arrows) "
-                         f"{plural(n, 'repeats', 'repeat')} an earlier one in every field: "
-                         "the copies dropped")
+            say(n, "memory sample", "without running totals (PyTorch <= 1.9: sizes only) "
+                "{repeat} an earlier one at the same time: kept, since two allocations of "
+                "one size in the same microsecond look the same as a sample written twice")
+    if "ts_ns" in trace.flows.columns:
+        trace.flows, n = _dropped(trace.flows, np.ones(len(trace.flows), dtype=bool))
+        if n:
+            say(n, "flow event", "(launch arrows) {repeat} an earlier one in every field: "
+                "the copies dropped")
     return notes
