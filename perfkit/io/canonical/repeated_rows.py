@@ -17,7 +17,7 @@ nearly is), and only the rows whose start repeats are compared in full.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ import pandas as pd
 
 from .validate import table_label
 
-__all__ = ["drop_exact_repeats", "KEYS"]
+__all__ = ["drop_exact_repeats", "exact_repeats", "KEYS"]
 
 #: Per table, the columns that together name one record (every one must be present), and
 #: the words for its rows.
@@ -35,22 +35,41 @@ KEYS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def _repeats(frame: pd.DataFrame, key: tuple[str, ...]) -> np.ndarray:
-    """Rows of ``frame`` equal on ``key`` to an earlier row (a boolean mask)."""
-    start = pd.to_numeric(frame["start_us"], errors="coerce").to_numpy(np.float64,
-                                                                        na_value=np.nan)
-    order = np.argsort(start, kind="stable")
-    s = start[order]
-    same = np.flatnonzero((s[1:] == s[:-1]) & np.isfinite(s[1:]))
+def exact_repeats(frame: pd.DataFrame, key: Sequence[str], times: np.ndarray,
+                  eligible: np.ndarray | None = None, as_text: bool = True) -> np.ndarray:
+    """Rows of ``frame`` equal on ``key`` to an earlier row (a boolean mask).
+
+    Only rows whose time (``times``: float with NaN where missing, or int) repeats another
+    row's are compared in full, so the cost is a sort of ``times`` (fast on a nearly sorted
+    trace) when nothing repeats. ``eligible`` limits the rows that may count as repeats (and
+    repeated); ``as_text`` compares the key's cells as text (columns of mixed types), else
+    as they are (hashable columns: numbers, categoricals).
+    """
     out = np.zeros(len(frame), dtype=bool)
+    where = np.flatnonzero(np.isfinite(times) if eligible is None
+                           else eligible & np.isfinite(times))
+    if len(where) < 2:
+        return out
+    t = times[where]
+    order = np.argsort(t, kind="stable")  # fast: a trace is nearly in time order
+    same = np.flatnonzero(t[order][1:] == t[order][:-1])
     if not len(same):
         return out
-    rows = np.unique(order[np.r_[same, same + 1]])  # every row whose start repeats
+    rows = where[np.unique(order[np.r_[same, same + 1]])]  # a time another row has too
     part = frame.iloc[rows][list(key)]
     if part.isna().all(axis=None):
         return out
-    out[rows[part.astype("string").fillna("<NA>").duplicated(keep="first").to_numpy()]] = True
+    if as_text:
+        part = part.astype("string").fillna("<NA>")
+    out[rows[part.duplicated(keep="first").to_numpy()]] = True
     return out
+
+
+def _repeats(frame: pd.DataFrame, key: tuple[str, ...]) -> np.ndarray:
+    """Rows of ``frame`` equal on ``key`` to an earlier row, compared after their starts."""
+    start = pd.to_numeric(frame["start_us"], errors="coerce").to_numpy(np.float64,
+                                                                        na_value=np.nan)
+    return exact_repeats(frame, key, start)
 
 
 def drop_exact_repeats(tables: MutableMapping[str, pd.DataFrame],

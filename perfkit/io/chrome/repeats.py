@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ...format import counted, plural
+from ..canonical.repeated_rows import exact_repeats
 from .columns import _NA_NS
 from .events import ChromeTrace
 
@@ -46,19 +47,9 @@ ID_COLUMNS = ("correlation", "external_id")
 
 def _exact_repeats(frame: pd.DataFrame, eligible: np.ndarray) -> np.ndarray:
     """Rows of ``frame`` (among ``eligible``) equal in every column to an earlier one."""
-    ts = frame["ts_ns"].to_numpy()
-    where = np.flatnonzero(eligible & (ts != _NA_NS))
-    out = np.zeros(len(frame), dtype=bool)
-    if len(where) < 2:
-        return out
-    starts = ts[where]
-    order = np.argsort(starts, kind="stable")  # fast: a trace is nearly in time order
-    same = np.flatnonzero(starts[order][1:] == starts[order][:-1])
-    if not len(same):
-        return out
-    rows = where[np.unique(order[np.r_[same, same + 1]])]  # a start another row has too
-    out[rows[frame.iloc[rows].duplicated(keep="first").to_numpy()]] = True
-    return out
+    ts = frame["ts_ns"].to_numpy()  # int64 ns, exact; the missing sentinel not eligible
+    return exact_repeats(frame, list(frame.columns), ts, eligible & (ts != _NA_NS),
+                         as_text=False)
 
 
 def _dropped(frame: pd.DataFrame, eligible: np.ndarray) -> tuple[pd.DataFrame, int]:
