@@ -561,7 +561,13 @@ def test_strategy_chart_axis_keeps_the_points_apart_when_bands_reach_zero(
     span = steps.max() - near
     assert lo == pytest.approx(near - 0.05 * span)               # the near band end kept
     assert hi == pytest.approx(steps.max() + 0.05 * span)        # 10 × the step left out
-    assert chart.to_dict()["title"]["subtitle"].startswith("20 bands reaching beyond")
+    # every band beyond: the order of the points is not to be trusted, and it says so
+    assert chart.to_dict()["title"]["subtitle"].startswith("every band reaches beyond")
+    assert "within the model's uncertainty" in chart.to_dict()["title"]["subtitle"]
+    frame.iloc[1, frame.columns.get_loc("high_s")] = steps[1] * 1.01
+    frame.iloc[1, frame.columns.get_loc("low_s")] = steps[1] * 0.99
+    some = C.strategy_chart(frame, n=None, title="t").to_dict()["title"]["subtitle"]
+    assert some.startswith("19 bands reaching beyond the axis")
     # bands near their points widen the axis to hold them whole, each with its bar
     frame["low_s"], frame["high_s"] = steps * 0.98, steps * 1.02
     chart = C.strategy_chart(frame, n=None)

@@ -95,6 +95,7 @@ def test_a_ranked_layout_picked_is_predicted_as_its_row_says() -> None:
     box.pick.value = offered[0]
     box.knobs["dp"].value = box.knobs["dp"].value // 2 or 1
     assert box.pick.value == NO_PICK and box.kept == {} and box.kept_note.value == ""
+    assert box.said.value == "" and box.prediction is None  # the line was the picked row's
     box.pick.value = offered[0]  # the same row again is picked again
     assert box.prediction.step_s == pytest.approx(ranked["step_s"].iloc[0], rel=1e-9)
     # a new search (assumptions edited) drops the old line; opening a profile clears all

@@ -107,8 +107,11 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
         layers.append(_profiled_mark(profiled))
     chart = alt.layer(*layers).properties(width=width, height=height)
     if title or beyond:
-        note = (f"{counted(beyond, 'band')} reaching beyond the axis: no bar, see the "
-                "tooltip") if beyond else alt.Undefined
+        every = beyond == len(points)
+        note = alt.Undefined if not beyond else (
+            "every band reaches beyond the axis (no bar; see the tooltips): the points' "
+            "order is within the model's uncertainty") if every else (
+            f"{counted(beyond, 'band')} reaching beyond the axis: no bar, see the tooltip")
         chart = chart.properties(title=alt.TitleParams(text=title or "", subtitle=note))
     return chart
 

@@ -135,9 +135,13 @@ class LayoutBox:
         self._filling = False
 
     def _edited(self, _change: dict[str, Any]) -> None:
-        """A knob changed by hand: the layout is no longer the one picked."""
-        if not self._filling and (self.kept or self.pick.value != NO_PICK):
+        """A knob changed by hand: the layout is no longer the one picked, nor the one
+        the line predicted (cleared until the button is pressed)."""
+        if self._filling:
+            return
+        if self.kept or self.pick.value != NO_PICK:
             self._unpick()
+        self.said.value, self.prediction = "", None
 
     def _picked(self, change: dict[str, Any]) -> None:
         if self._filling or change["new"] == NO_PICK:
