@@ -576,3 +576,13 @@ def test_strategy_chart_axis_keeps_the_points_apart_when_bands_reach_zero(
     assert (lo, hi) == pytest.approx((steps.min() * 0.98 - 0.05 * span,
                                       steps.max() * 1.02 + 0.05 * span))
     assert len(_data(chart, 0)) == 20 and "title" not in chart.to_dict()
+
+
+def test_strategy_chart_tooltip_names_fields_in_words(search: pd.DataFrame) -> None:
+    # a walk read raw field names (micro_batch_size) and could not tell two rows apart
+    # that differ only in their optimizer sharding
+    tips = {t["field"]: t.get("title") for t in _encoding(C.strategy_chart(search, n=20),
+                                                          1)["tooltip"]}
+    assert tips["micro_batch_size"] == "micro-batch"
+    assert tips["num_micro_batches"] == "micro-batches"
+    assert tips["optimizer_shard"] == "optimizer shard"

@@ -16,8 +16,11 @@ from .base import GIB, memory_limit_rule, require
 __all__ = ["strategy_chart", "STRATEGY_POINTS", "prediction_chart", "pipeline_plan_chart",
            "PROFILED_LABEL", "FITS_TITLE", "step_domain", "BAND_REACH"]
 
-_STRATEGY_TOOLTIP = ("dp", "tp", "pp", "vpp", "micro_batch_size", "num_micro_batches",
-                     "recompute", "rank")
+_STRATEGY_TOOLTIP = {"dp": "dp", "tp": "tp", "pp": "pp", "vpp": "vpp",
+                     "micro_batch_size": "micro-batch", "num_micro_batches": "micro-batches",
+                     "optimizer_shard": "optimizer shard", "recompute": "recompute",
+                     "rank": "rank"}
+"""The candidates' fields the strategy chart's tooltip shows, with the words it shows."""
 
 
 #: How many candidates :func:`strategy_chart` draws by default, the fastest.
@@ -90,7 +93,8 @@ def strategy_chart(frame: pd.DataFrame, n: int | None = STRATEGY_POINTS,
         tooltip=[alt.Tooltip("step_s:Q", format=",.3f", title="step (s)"),
                  alt.Tooltip("memory_GiB:Q", format=",.2f", title="memory per device (GiB)"),
                  *[alt.Tooltip(c, format=",.3f", title=f"band {c[:-2]} (s)")
-                   if c in ("low_s", "high_s") else alt.Tooltip(c) for c in extra]],
+                   if c in ("low_s", "high_s") else alt.Tooltip(c, title=_STRATEGY_TOOLTIP[c])
+                   for c in extra]],
     ).interactive()  # zoom and pan
     layers = [dots, *memory_limit_rule(float(limit["limit_GiB"].iloc[0]))]
     beyond = 0
