@@ -32,11 +32,11 @@ def _step_trace(path: Path, notes: list[str]) -> pd.DataFrame:
     :func:`_align_steps`; a value that is not a number is NA and a note names its line,
     and so is one a spreadsheet rounded (:func:`_coarse_ticks`). Column names match in
     any letter case, as the header check does (``Total`` is ``total``)."""
-    header = read_header(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)")
-    found = {find_col(header, c): c for c in _STEP_COLUMNS if find_col(header, c)}
     table = read_csv(path, "step_trace_raw_{rank}_detail_time.csv (MindSpore step trace)",
                      required=[("step_num",), ("total",), ("iteration_interval",)],
-                     text_cols=list(found))  # as written: a rounded tick count is told
+                     text_cols=_STEP_COLUMNS)  # as written: a rounded tick count is told
+    found = {find_col(table.column_names, c): c for c in _STEP_COLUMNS
+             if find_col(table.column_names, c)}
     df = table.select(list(found)).rename_columns(list(found.values())).to_pandas()
     step = pd.to_numeric(df["step_num"], errors="coerce")
     keep = (step.notna() & (step > 0)).to_numpy()  # '-' is the average row; 0 a placeholder
